@@ -1,0 +1,1 @@
+"""Variant axes of the algorithm: baselines, learning-rate rules, losses, allocators, detectors."""

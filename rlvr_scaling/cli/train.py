@@ -1,0 +1,58 @@
+"""``rlvr-train``: the Hydra entry point (the only code that sees Hydra).
+
+    rlvr-train                                      # one run on the embedded default (CPU, no downloads)
+    rlvr-train rollout.prompts_per_rollout=32 lr=linear seed=1
+    rlvr-train -m sweeps=demo                       # a grid, launched locally
+    rlvr-train -m sweeps=two_clock slurm=gpu        # the same kind of grid on SLURM (submitit)
+    rlvr-train --cfg job                            # print the composed config
+
+The run directory is Hydra's ``hydra.run.dir`` (single runs) or sweep subdir (multiruns); re-running
+the same command resumes the run in it, or skips it when it has ended.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from rlvr_scaling.config import register_configs
+from rlvr_scaling.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO_ROOT / "conf"
+
+
+def _register_resolvers() -> None:
+    if not OmegaConf.has_resolver("rlvr.or"):
+        OmegaConf.register_new_resolver("rlvr.or", lambda value, default: value if value else default)
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def _hydra_main(cfg: DictConfig) -> str:
+    from hydra.core.hydra_config import HydraConfig
+
+    from rlvr_scaling.run import train
+
+    try:
+        typed = OmegaConf.to_object(cfg)
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        return train(typed, run_dir)
+    except ConfigError as err:
+        # A wrong config: one clear line and exit code 2, before any compute.
+        print(f"rlvr-train: config error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    if not CONF_DIR.is_dir():
+        sys.exit(f"rlvr-train: config directory {CONF_DIR} not found (install the project editable from a clone)")
+    _register_resolvers()
+    register_configs()
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

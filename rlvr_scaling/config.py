@@ -1,0 +1,298 @@
+"""Typed run configuration: the structured-config schemas behind ``conf/``, validation, derived numbers.
+
+Hydra composes ``conf/`` against these dataclasses (registered in the ConfigStore by
+:func:`register_configs`), so a misspelt key or a wrong type fails at composition. The entry point
+turns the composed tree into a :class:`Config` instance; from there on the library sees only typed
+objects. :func:`validate` checks every rule that composition cannot (G >= 2, K divides B, ...) before
+any model is loaded, with a message naming the key. :func:`derive` computes the numbers that follow
+from the config (B, B/K, eta(B)); they are printed, logged and written to ``summary.json``, never
+written back into the config.
+
+Axes with one schema per option (task, baseline, lr, allocator) are typed ``Any`` at the root; each
+YAML preset extends its own schema (``defaults: [<name>_schema]``), so the node is still typed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+from .algorithms import allocators, baselines, lr_rules
+from .algorithms.failure import CollapseParams, EntropyCollapseParams, FailureConfig, KLBlowupParams, NonFiniteParams
+from .algorithms.loss import LossConfig
+from .errors import ConfigError
+from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
+
+
+@dataclass
+class RolloutConfig:
+    prompts_per_rollout: int = 16  # P: prompts drawn per rollout
+    group_size: int = 8  # G: responses per prompt (GRPO group)
+    engine: str = "hf"  # generation engine: hf | vllm
+    temperature: float = 1.0  # sampling temperature; the policy is softmax(logits / T)
+    top_p: float = 1.0
+    max_new_tokens: int = 8
+    generation_batch_responses: int | None = None  # engine micro-batch; null = all at once
+
+    def validate(self, prefix: str = "rollout") -> None:
+        if self.prompts_per_rollout < 1:
+            raise ConfigError(f"{prefix}.prompts_per_rollout must be >= 1 (got {self.prompts_per_rollout})")
+        if self.group_size < 2:
+            raise ConfigError(
+                f"{prefix}.group_size must be >= 2: a group of one response has no group baseline (got {self.group_size})"
+            )
+        if not self.temperature > 0:
+            raise ConfigError(f"{prefix}.temperature must be > 0 (got {self.temperature})")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"{prefix}.top_p must be in (0, 1] (got {self.top_p})")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"{prefix}.max_new_tokens must be >= 1 (got {self.max_new_tokens})")
+
+
+@dataclass
+class OptimConfig:
+    name: str = "adamw"
+    steps_per_rollout: int = 8  # K: optimizer steps per rollout (minibatches of B/K responses)
+    epochs: int = 1  # passes over the rollout; K * epochs steps in all
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    grad_clip: float | None = 1.0  # max global gradient norm; null disables
+    warmup_rollouts: int = 0  # linear learning-rate warm-up over this many rollouts
+    micro_batch_responses: int | None = None  # gradient accumulation; null = whole minibatch at once
+    skip_zero_advantage: bool = True  # exact: rows with A = 0 and no KL term have zero gradient
+
+    def validate(self, prefix: str = "optim") -> None:
+        if self.name != "adamw":
+            raise ConfigError(f"{prefix}.name: only 'adamw' is available (got {self.name!r})")
+        if self.steps_per_rollout < 1:
+            raise ConfigError(f"{prefix}.steps_per_rollout must be >= 1 (got {self.steps_per_rollout})")
+        if self.epochs < 1:
+            raise ConfigError(f"{prefix}.epochs must be >= 1 (got {self.epochs})")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ConfigError(f"{prefix}.betas must be two numbers in [0, 1) (got {list(self.betas)})")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ConfigError(f"{prefix}.grad_clip must be > 0 or null (got {self.grad_clip})")
+        if self.micro_batch_responses is not None and self.micro_batch_responses < 1:
+            raise ConfigError(f"{prefix}.micro_batch_responses must be >= 1 or null")
+        if self.warmup_rollouts < 0 or self.weight_decay < 0:
+            raise ConfigError(f"{prefix}.warmup_rollouts and {prefix}.weight_decay must be >= 0")
+
+
+@dataclass
+class EvalConfig:
+    every_responses: int = 256  # validate every this many training responses (and at 0)
+    targets: list[float] = field(default_factory=lambda: [0.4, 0.45, 0.5])  # accuracies to time
+    samples: int = 0  # 0 = greedy pass@1; n > 0 = mean pass@1 over n samples at rollout temperature
+    max_new_tokens: int | None = None  # null = rollout.max_new_tokens
+
+    def validate(self, prefix: str = "eval") -> None:
+        if self.every_responses < 1:
+            raise ConfigError(f"{prefix}.every_responses must be >= 1 (got {self.every_responses})")
+        for t in self.targets:
+            if not 0 <= t <= 1:
+                raise ConfigError(f"{prefix}.targets must lie in [0, 1] (got {t})")
+        if self.samples < 0:
+            raise ConfigError(f"{prefix}.samples must be >= 0 (got {self.samples})")
+
+
+@dataclass
+class TrainConfig:
+    max_responses: int = 16384  # budget on the responses clock
+    stop_at_targets: bool = False  # stop once every eval target is reached
+
+    def validate(self, prefix: str = "train") -> None:
+        if self.max_responses < 1:
+            raise ConfigError(f"{prefix}.max_responses must be >= 1 (got {self.max_responses})")
+
+
+@dataclass
+class LoggerConfig:
+    """Where metrics go besides the run directory (bookkeeping: not part of a run's condition)."""
+
+    name: str = "none"  # none | wandb
+    project: str = "rlvr-scaling"
+    entity: str | None = None
+    mode: str = "auto"  # auto (online with credentials, else offline) | online | offline
+    tags: list[str] = field(default_factory=list)
+
+    def validate(self, prefix: str = "logger") -> None:
+        if self.name not in ("none", "wandb"):
+            raise ConfigError(f"{prefix}.name must be none or wandb (got {self.name!r})")
+        if self.mode not in ("auto", "online", "offline"):
+            raise ConfigError(f"{prefix}.mode must be auto, online or offline (got {self.mode!r})")
+
+
+@dataclass
+class RunConfig:
+    """Bookkeeping that does not change the science (excluded from a run's condition)."""
+
+    name: str | None = None  # display name (wandb); null = derived from the run directory
+    sweep: str = "single"  # sweep name = wandb group
+    checkpoint_every_rollouts: int = 16
+    threads: int | None = None  # torch intra-op threads; null = torch's default
+    device: str = "auto"  # auto | cpu | cuda
+    force: bool = False  # re-run even if the run directory says completed/failed
+    cache_dir: str = "~/.cache/rlvr_scaling"  # warm-started embedded models
+    progress: bool = True
+
+    def validate(self, prefix: str = "run") -> None:
+        if self.checkpoint_every_rollouts < 1:
+            raise ConfigError(f"{prefix}.checkpoint_every_rollouts must be >= 1")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"{prefix}.device must be auto, cpu or cuda (got {self.device!r})")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"{prefix}.threads must be >= 1 or null")
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: Any = MISSING
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    lr: Any = MISSING
+    loss: LossConfig = field(default_factory=LossConfig)
+    baseline: Any = MISSING
+    allocator: Any = MISSING
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    failure: FailureConfig = field(default_factory=FailureConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Numbers that follow from the config; computed once, printed, logged, never written back."""
+
+    responses_per_rollout: int  # B = P * G
+    prompts_per_rollout: int  # P
+    group_size: int  # G
+    steps_per_rollout: int  # K
+    minibatch_responses: int  # B / K
+    lr: float  # eta(B) actually used (the maximum for adaptive rules)
+    epochs: int
+    rollouts_in_budget: int  # ceil(max_responses / B) for a uniform allocator
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def validate(cfg: Config) -> None:
+    """Every rule composition cannot check, before any model is loaded. Raises ConfigError."""
+    from .engines import ENGINE_NAMES
+    from .tasks import TASKS
+
+    cfg.model.validate()
+    cfg.rollout.validate()
+    if cfg.rollout.engine not in ENGINE_NAMES:
+        raise ConfigError(f"rollout.engine: unknown engine {cfg.rollout.engine!r}; valid: {', '.join(ENGINE_NAMES)}")
+    cfg.optim.validate()
+    cfg.loss.validate()
+    cfg.eval.validate()
+    cfg.failure.validate()
+    cfg.train.validate()
+    cfg.logger.validate()
+    cfg.run.validate()
+    kind = getattr(cfg.task, "kind", None)
+    if kind not in TASKS:
+        raise ConfigError(f"task.kind: unknown task kind {kind!r}; valid: {', '.join(TASKS.names())}")
+    try:
+        cfg.task.validate("task")
+    except ConfigError:
+        raise
+    except (ValueError, KeyError) as err:
+        raise ConfigError(str(err).strip("'\"")) from None
+    for axis, registry, key in (
+        ("baseline", baselines.BASELINES, "name"),
+        ("lr", lr_rules.LR_RULES, "rule"),
+        ("allocator", allocators.ALLOCATORS, "name"),
+    ):
+        params = getattr(cfg, axis)
+        name = getattr(params, key, None)
+        if name not in registry:
+            raise ConfigError(f"{axis}.{key}: unknown {registry.kind} {name!r}; valid: {', '.join(registry.names())}")
+        params.validate(axis)
+    b = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size
+    k = cfg.optim.steps_per_rollout
+    if b % k:
+        raise ConfigError(
+            f"optim.steps_per_rollout: the rollout size B = P*G = {cfg.rollout.prompts_per_rollout}*"
+            f"{cfg.rollout.group_size} = {b} must be divisible by K = {k} (minibatches of B/K responses)"
+        )
+    mb = cfg.optim.micro_batch_responses
+    if mb is not None and (b // k) % mb:
+        raise ConfigError(f"optim.micro_batch_responses ({mb}) must divide the minibatch B/K = {b // k}")
+
+
+def derive(cfg: Config) -> Derived:
+    from .algorithms.lr_rules import build_lr_rule
+
+    b = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size
+    k = cfg.optim.steps_per_rollout
+    return Derived(
+        responses_per_rollout=b,
+        prompts_per_rollout=cfg.rollout.prompts_per_rollout,
+        group_size=cfg.rollout.group_size,
+        steps_per_rollout=k,
+        minibatch_responses=b // k,
+        lr=build_lr_rule(cfg.lr, b).base_lr,
+        epochs=cfg.optim.epochs,
+        rollouts_in_budget=-(-cfg.train.max_responses // b),
+    )
+
+
+def register_configs() -> None:
+    """Register every schema in Hydra's ConfigStore (called by the entry point and the tests)."""
+    from hydra.core.config_store import ConfigStore
+
+    from .tasks import TASK_PARAMS
+
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    cs.store(group="model", name="model_schema", node=ModelConfig)
+    cs.store(group="rollout", name="rollout_schema", node=RolloutConfig)
+    cs.store(group="optim", name="optim_schema", node=OptimConfig)
+    cs.store(group="loss", name="loss_schema", node=LossConfig)
+    cs.store(group="eval", name="eval_schema", node=EvalConfig)
+    cs.store(group="failure", name="failure_schema", node=FailureConfig)
+    cs.store(group="logger", name="logger_schema", node=LoggerConfig)
+    cs.store(group="train", name="train_schema", node=TrainConfig)
+    cs.store(group="run", name="run_schema", node=RunConfig)
+    for name, params in baselines.PARAMS.items():
+        cs.store(group="baseline", name=f"{name}_schema", node=params)
+    for name, params in lr_rules.PARAMS.items():
+        cs.store(group="lr", name=f"{name}_schema", node=params)
+    for name, params in allocators.PARAMS.items():
+        cs.store(group="allocator", name=f"{name}_schema", node=params)
+    for kind, params in TASK_PARAMS.items():
+        cs.store(group="task", name=f"{kind}_schema", node=params)
+
+
+__all__ = [
+    "CollapseParams",
+    "Config",
+    "Derived",
+    "EmbeddedModelConfig",
+    "EntropyCollapseParams",
+    "EvalConfig",
+    "FailureConfig",
+    "KLBlowupParams",
+    "LoggerConfig",
+    "LossConfig",
+    "ModelConfig",
+    "NonFiniteParams",
+    "OptimConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "TrainConfig",
+    "WarmStartConfig",
+    "derive",
+    "register_configs",
+    "validate",
+]

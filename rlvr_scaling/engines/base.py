@@ -1,0 +1,109 @@
+"""The generation-engine interface: prompts and per-prompt counts in, token-level rollouts out.
+
+The trainer only sees this interface, so an engine (Hugging Face ``transformers`` here, vLLM in its own
+module) can be swapped by config (``rollout.engine``). Per-prompt counts let adaptive allocators ask for
+more responses for a subset of prompts, incrementally.
+
+Conventions shared by every engine:
+
+- The policy is softmax(logits / temperature). Behaviour log-probs are log-probs of the sampled tokens
+  under that distribution (top-p truncation is not folded into them, as in TRL).
+- A :class:`Generation` stores each response as one row: the left-padded prompt, then the completion,
+  right-padded. ``completion_mask`` marks completion tokens including the final EOS.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+
+
+@dataclass
+class Generation:
+    prompt_index: torch.Tensor  # [N] long: index into the prompt list given to the engine
+    input_ids: torch.Tensor  # [N, L] long
+    attention_mask: torch.Tensor  # [N, L] long: 1 on prompt and completion tokens
+    completion_mask: torch.Tensor  # [N, L] bool: 1 on completion tokens (incl. EOS)
+    behaviour_logprobs: torch.Tensor  # [N, L] float32: log-prob of the token at t (0 off-completion)
+    completion_lengths: torch.Tensor  # [N] long, EOS included
+    finished: torch.Tensor  # [N] bool: ended with EOS
+    texts: list[str]  # decoded completions, EOS and padding removed
+    prompt_width: int  # L_p: completions start at column L_p
+
+    def __len__(self) -> int:
+        return int(self.prompt_index.numel())
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.completion_lengths.sum())
+
+    def select(self, rows: torch.Tensor) -> Generation:
+        return Generation(
+            prompt_index=self.prompt_index[rows],
+            input_ids=self.input_ids[rows],
+            attention_mask=self.attention_mask[rows],
+            completion_mask=self.completion_mask[rows],
+            behaviour_logprobs=self.behaviour_logprobs[rows],
+            completion_lengths=self.completion_lengths[rows],
+            finished=self.finished[rows],
+            texts=[self.texts[i] for i in rows.tolist()],
+            prompt_width=self.prompt_width,
+        )
+
+    @staticmethod
+    def concat(parts: list[Generation], pad_id: int) -> Generation:
+        """Stack generations from several engine calls (re-aligning prompt and completion columns)."""
+        if len(parts) == 1:
+            return parts[0]
+        lp = max(p.prompt_width for p in parts)
+        lc = max(p.input_ids.shape[1] - p.prompt_width for p in parts)
+
+        def align(t: torch.Tensor, p: Generation, fill) -> torch.Tensor:
+            left, right = lp - p.prompt_width, lc - (t.shape[1] - p.prompt_width)
+            if left == 0 and right == 0:
+                return t
+            out = torch.full((t.shape[0], t.shape[1] + left + right), fill, dtype=t.dtype)
+            out[:, left : left + t.shape[1]] = t
+            return out
+
+        return Generation(
+            prompt_index=torch.cat([p.prompt_index for p in parts]),
+            input_ids=torch.cat([align(p.input_ids, p, pad_id) for p in parts]),
+            attention_mask=torch.cat([align(p.attention_mask, p, 0) for p in parts]),
+            completion_mask=torch.cat([align(p.completion_mask, p, False) for p in parts]),
+            behaviour_logprobs=torch.cat([align(p.behaviour_logprobs, p, 0.0) for p in parts]),
+            completion_lengths=torch.cat([p.completion_lengths for p in parts]),
+            finished=torch.cat([p.finished for p in parts]),
+            texts=[t for p in parts for t in p.texts],
+            prompt_width=lp,
+        )
+
+
+class Engine(abc.ABC):
+    """Generates completions with the current policy weights."""
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        prompts: list[str],
+        counts: list[int],
+        params: SamplingParams,
+        generator: torch.Generator,
+    ) -> Generation:
+        """Sample ``counts[i]`` completions for ``prompts[i]``; rows are grouped by prompt, in order."""
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Make the engine generate with ``model``'s current weights (no-op when it shares them)."""
+
+    def close(self) -> None:
+        pass

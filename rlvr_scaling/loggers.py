@@ -1,0 +1,57 @@
+"""Optional metric sinks besides the run directory (which stays the source of truth).
+
+``logger=wandb``: online when credentials exist (``WANDB_API_KEY`` or a netrc entry), offline
+otherwise; run name, group (= sweep name) and tags derived from the config; the config is logged; each
+metrics row goes to ``wandb.log`` unchanged; at the end ``summary`` gets ``state``, ``failure`` and
+``derived``. The run is always finished, also when training raises.
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _has_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        auth = netrc.netrc(os.path.expanduser("~/.netrc"))
+    except (OSError, netrc.NetrcParseError):
+        return False
+    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
+    return auth.authenticators(host) is not None
+
+
+class WandbSink:
+    def __init__(self, logger_cfg, config_dict: dict[str, Any], run_dir: Path, name: str, group: str,
+                 tags: list[str], run_id: str):
+        import wandb
+
+        mode = logger_cfg.mode
+        if mode == "auto":
+            mode = "online" if _has_credentials() else "offline"
+        self.run = wandb.init(
+            project=logger_cfg.project,
+            entity=logger_cfg.entity,
+            name=name,
+            group=group,
+            tags=list(tags) + list(logger_cfg.tags),
+            config=config_dict,
+            dir=str(run_dir),
+            mode=mode,
+            id=run_id,
+            resume="allow",
+            reinit="finish_previous",
+        )
+
+    def log(self, row: dict[str, Any]) -> None:
+        self.run.log(row)
+
+    def close(self, state: str, failure: dict | None, derived: dict[str, Any]) -> None:
+        self.run.summary["state"] = state
+        self.run.summary["failure"] = failure
+        self.run.summary["derived"] = derived
+        self.run.finish(exit_code=0 if state in ("completed", "failed", "preempted") else 1)

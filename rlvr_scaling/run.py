@@ -1,0 +1,170 @@
+"""Build everything a run needs from its typed config and train in one run directory.
+
+This is the library's entry: :func:`train` takes a validated :class:`~rlvr_scaling.config.Config` and
+a directory. It refuses to mix two different runs in one directory, skips a run that has already
+ended (unless ``run.force``), resumes one that has a checkpoint, and always closes its sinks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from .config import Config, Derived, derive, validate
+from .errors import ConfigError
+from .rundir import atomic_write_text
+
+BOOKKEEPING = ("run", "logger")
+
+
+@dataclass
+class Components:
+    task: Any
+    model: Any
+    tokenizer: Any
+    ref_model: Any
+    engine: Any
+    device: torch.device
+    model_dir: str
+
+
+def config_dict(cfg: Config) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def _science(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in BOOKKEEPING}
+
+
+def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += _diff(old.get(key), new.get(key), f"{prefix}{key}.")
+        return out
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
+
+
+def prepare_run_dir(cfg: Config, run_dir: Path, log=print) -> str | None:
+    """Check the directory against the config. Returns the ended state to skip, or None to (re)start."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    current = config_dict(cfg)
+    cfg_path, status_path = run_dir / "config.yaml", run_dir / "status.json"
+    if cfg.run.force:
+        for name in ("metrics.jsonl", "status.json", "summary.json", "metrics.parquet"):
+            (run_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    elif cfg_path.is_file():
+        old = yaml.safe_load(cfg_path.read_text()) or {}
+        diffs = _diff(_science(old), _science(current))
+        if diffs:
+            raise ConfigError(
+                f"run directory {run_dir} holds a run with another config ({'; '.join(diffs[:5])}); "
+                "choose another hydra.run.dir or pass run.force=true to start it afresh"
+            )
+        if status_path.is_file():
+            try:
+                state = json.loads(status_path.read_text()).get("state")
+            except json.JSONDecodeError:
+                state = None
+            if state in ("completed", "failed"):
+                log(f"[skip] {run_dir} already {state} (run.force=true re-runs it)")
+                return state
+    atomic_write_text(cfg_path, yaml.safe_dump(current, sort_keys=False))
+    return None
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("run.device: cuda requested but no CUDA device is available")
+    return torch.device(name)
+
+
+def build_components(cfg: Config, log=print) -> Components:
+    from .engines.hf import ENGINES
+    from .models import load_hf
+    from .tasks import build_task
+
+    device = resolve_device(cfg.run.device)
+    task = build_task(cfg.task)
+    if cfg.model.path == "embedded":
+        from .warm_start import prepare_embedded
+
+        model_dir = str(prepare_embedded(cfg.model, task, cfg.task, Path(cfg.run.cache_dir), log=log))
+    else:
+        model_dir = cfg.model.path
+    model, tokenizer = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
+    model.eval()
+    ref_model = None
+    if cfg.loss.kl_coef > 0:
+        ref_model, _ = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
+        ref_model.eval().requires_grad_(False)
+    if cfg.rollout.engine == "vllm":
+        from .engines.vllm import VLLMEngine  # optional dependency, imported only when asked for
+
+        engine = VLLMEngine.from_config(cfg, model_dir, tokenizer)
+    else:
+        engine = ENGINES.get(cfg.rollout.engine)(model, tokenizer, device, cfg.rollout.generation_batch_responses)
+    return Components(task, model, tokenizer, ref_model, engine, device, model_dir)
+
+
+def describe(cfg: Config, d: Derived) -> str:
+    rule = cfg.lr.rule
+    lr_text = (
+        f"eta(B) = {cfg.lr.ref_lr:g} * ({d.responses_per_rollout}/{cfg.lr.ref_responses})^{cfg.lr.power:g} = {d.lr:.4g}"
+        if rule == "power"
+        else f"{rule} (max {d.lr:.4g})"
+    )
+    return (
+        f"B = P*G = {d.prompts_per_rollout}*{d.group_size} = {d.responses_per_rollout} responses per rollout; "
+        f"K = {d.steps_per_rollout} steps of B/K = {d.minibatch_responses} responses (x{d.epochs} epochs); "
+        f"{lr_text}; budget {cfg.train.max_responses} responses (~{d.rollouts_in_budget} rollouts)"
+    )
+
+
+def train(cfg: Config, run_dir: Path, log=print) -> str:
+    """Run (or resume, or skip) one training run in ``run_dir``. Returns its final state."""
+    from .trainer import Trainer
+
+    validate(cfg)
+    derived = derive(cfg)
+    log(f"[run] {run_dir}")
+    log(f"[derived] {describe(cfg, derived)}")
+    ended = prepare_run_dir(cfg, run_dir, log=log)
+    if ended is not None:
+        return ended
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    torch.manual_seed(cfg.seed)
+    components = build_components(cfg, log=log)
+    sinks = []
+    name = cfg.run.name or run_dir.name
+    if cfg.logger.name == "wandb":
+        from .loggers import WandbSink
+
+        tags = [f"B={derived.responses_per_rollout}", f"K={derived.steps_per_rollout}", f"seed={cfg.seed}"]
+        run_id = "r" + hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:12]
+        sinks.append(WandbSink(cfg.logger, config_dict(cfg), run_dir, name, cfg.run.sweep, tags, run_id))
+    state, failure = "crashed", None
+    trainer = None
+    try:
+        trainer = Trainer(cfg, derived, run_dir, components, sinks=sinks, log=log)
+        trainer.log(f"[model] {components.model_dir} ({trainer.n_params:,} parameters) on {components.device}")
+        state = trainer.run()
+        failure = trainer.failure
+        log(f"[done] {state} at {trainer.clocks.responses} responses")
+        return state
+    finally:
+        for sink in sinks:
+            sink.close(state, failure, derived.as_dict())
+        components.task.close()

@@ -1,0 +1,468 @@
+"""The multi-step GRPO trainer: one loop, read top to bottom.
+
+Per rollout (one policy-update cycle of B = P * G responses):
+
+    allocate + generate -> reward -> advantages -> old log-probs -> K optimizer steps
+    -> clocks -> evaluate (when due) -> failure detectors -> log -> checkpoint (when due)
+
+Variant logic (baseline, learning-rate rule, allocator, detectors, engine, task) lives in small modules
+selected by config; the loop only calls them. Randomness is drawn from generators seeded by
+(seed, rollout index), so a run resumed from a checkpoint draws the same numbers as an uninterrupted
+run and produces the same metrics (up to the wall-clock fields).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .algorithms.allocators import build_allocator
+from .algorithms.baselines import AdvantageInputs, compute_advantages
+from .algorithms.failure import FailureMonitor
+from .algorithms.loss import policy_loss, token_weights
+from .algorithms.lr_rules import build_lr_rule
+from .clocks import Clocks
+from .config import Config, Derived
+from .engines.base import Generation, SamplingParams
+from .noise import NoiseEstimator
+from .policy import completion_logprobs, trim_padding
+from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
+
+
+def derived_seed(*parts: Any) -> int:
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+@dataclass
+class TrainerState:
+    """Everything besides tensors that a checkpoint must restore."""
+
+    next_eval_at: int = 0
+    targets: dict[str, int | None] = field(default_factory=dict)
+    metrics_lines: int = 0
+    best_accuracy: float | None = None
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, derived: Derived, run_dir: Path, components, sinks=(), log=print):
+        self.cfg, self.derived, self.run_dir = cfg, derived, run_dir
+        self.task = components.task
+        self.model, self.tokenizer = components.model, components.tokenizer
+        self.ref_model = components.ref_model
+        self.engine = components.engine
+        self.device = components.device
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+        self.sinks = list(sinks)
+        self.log = log
+        opt = cfg.optim
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(),
+            lr=derived.lr,
+            betas=tuple(opt.betas),
+            eps=opt.eps,
+            weight_decay=opt.weight_decay,
+        )
+        self.lr_rule = build_lr_rule(cfg.lr, derived.responses_per_rollout)
+        self.allocator = build_allocator(cfg.allocator)
+        self.monitor = FailureMonitor(cfg.failure)
+        self.noise = NoiseEstimator(self.model, derived.steps_per_rollout)
+        self.clocks = Clocks()
+        self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
+        self.validation = self.task.validation()
+        self.order = np.random.default_rng(derived_seed(cfg.seed, "data")).permutation(self.task.num_train())
+        self.metrics = MetricsLog(run_dir / "metrics.jsonl")
+        self.stop_signal: int | None = None
+        self.failure: dict[str, Any] | None = None
+        self.resumed_from: str | None = None
+
+    # ------------------------------------------------------------------ public
+
+    def run(self) -> str:
+        """Train until the budget, a target stop, a failure, or a stop signal. Returns the final state."""
+        self._resume()
+        self._install_signal_handlers()
+        self._write_status("running")
+        if self.clocks.rollout == 0 and self.metrics.lines == 0:
+            self._evaluate_and_log(extra={f"derived/{k}": v for k, v in self.derived.as_dict().items()})
+        state = "completed"
+        while self.failure is None:
+            if self.clocks.responses >= self.cfg.train.max_responses:
+                break
+            if self.cfg.train.stop_at_targets and self._all_targets_reached():
+                break
+            if self.stop_signal is not None:
+                state = "preempted"
+                break
+            self._rollout()
+            if self.clocks.rollout % self.cfg.run.checkpoint_every_rollouts == 0:
+                self._checkpoint()
+        if self.failure is not None:
+            state = "failed"
+        self._checkpoint()
+        self._write_status(state)
+        self._write_summary()
+        self.metrics.close()
+        return state
+
+    # ------------------------------------------------------------------ one rollout
+
+    def _rollout(self) -> None:
+        cfg, d = self.cfg, self.derived
+        r = self.clocks.rollout
+        gen_rng = torch.Generator(device="cpu").manual_seed(derived_seed(cfg.seed, "rollout", r))
+        sample_rng = self._sampling_generator(derived_seed(cfg.seed, "sample", r))
+        examples = [self.task.train_example(int(self.order[(r * d.prompts_per_rollout + j) % len(self.order)]))
+                    for j in range(d.prompts_per_rollout)]
+        prompts = [e.prompt for e in examples]
+        params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p)
+        perf: dict[str, float] = {"generate_s": 0.0, "reward_s": 0.0}
+
+        def generate(prompt_ids: list[int], counts: list[int]) -> Generation:
+            t = time.perf_counter()
+            gen = self.engine.generate([prompts[i] for i in prompt_ids], counts, params, sample_rng)
+            gen.prompt_index = torch.tensor(prompt_ids, dtype=torch.long)[gen.prompt_index]
+            perf["generate_s"] += time.perf_counter() - t
+            return gen
+
+        def score(gen: Generation) -> torch.Tensor:
+            t = time.perf_counter()
+            rewards = self.task.score(gen.texts, [examples[i] for i in gen.prompt_index.tolist()])
+            perf["reward_s"] += time.perf_counter() - t
+            return torch.tensor([math.nan if x is None else float(x) for x in rewards], dtype=torch.float64)
+
+        # allocate + generate + reward
+        alloc = self.allocator.collect(d.prompts_per_rollout, d.group_size, generate, score)
+        gen, rewards = alloc.generation, alloc.rewards
+        # advantages
+        advantages = compute_advantages(
+            cfg.baseline, AdvantageInputs(rewards=rewards, group=gen.prompt_index, n_groups=d.prompts_per_rollout)
+        ).float()
+        # old log-probs (pi_old recomputed by the trainer) and reference log-probs
+        t = time.perf_counter()
+        old_logp, entropy = self._logprobs(self.model, gen, with_entropy=True)
+        ref_logp = self._logprobs(self.ref_model, gen)[0] if self.ref_model is not None else None
+        perf["old_logprob_s"] = time.perf_counter() - t
+        # K optimizer steps
+        t = time.perf_counter()
+        train_stats = self._optimize(gen, advantages, old_logp, ref_logp, gen_rng)
+        perf["train_s"] = time.perf_counter() - t
+        self.engine.sync_weights(self.model)
+        # clocks
+        n, tokens = len(gen), gen.num_tokens
+        prompt_tokens = int(gen.attention_mask.sum()) - tokens
+        passes = 2 * (1 + (self.ref_model is not None)) + 6 * cfg.optim.epochs
+        self.clocks.rollout += 1
+        self.clocks.responses += n
+        self.clocks.tokens += tokens
+        self.clocks.flops += float(self.n_params) * (2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens))
+        # training row
+        comp = gen.completion_mask[:, gen.prompt_width :]
+        valid = ~torch.isnan(rewards)
+        rv = rewards[valid]
+        row = {
+            "train/reward_mean": float(rv.mean()) if rv.numel() else math.nan,
+            "train/reward_std": float(rv.std()) if rv.numel() > 1 else 0.0,
+            "train/accuracy": float((rv >= 1.0 - 1e-9).double().mean()) if rv.numel() else math.nan,
+            "train/unscorable": int((~valid).sum()),
+            "train/zero_adv_frac": float((advantages == 0).float().mean()),
+            "train/completion_length": float(gen.completion_lengths.float().mean()),
+            "train/finished_frac": float(gen.finished.float().mean()),
+            "train/entropy": float(entropy[comp].mean()),
+            "rollout/responses": n,
+            "rollout/tokens": tokens,
+            "rollout/prompts": d.prompts_per_rollout,
+            "rollout/rounds": alloc.rounds,
+            **train_stats,
+            **{f"perf/{k}": round(v, 4) for k, v in perf.items()},
+            "perf/responses_per_s": n / max(sum(perf.values()), 1e-9),
+        }
+        self._log_row(row)
+        self._detect(row)
+        if self.failure is None and self.clocks.responses >= self.state.next_eval_at:
+            self._evaluate_and_log()
+
+    def _optimize(self, gen: Generation, advantages, old_logp, ref_logp, rng) -> dict[str, float]:
+        cfg, d = self.cfg, self.derived
+        n = len(gen)
+        k = d.steps_per_rollout
+        mb = n // k  # responses per minibatch (B/K; with adaptive allocators the rollout's N / K)
+        micro = cfg.optim.micro_batch_responses or mb
+        comp_mask = gen.completion_mask[:, gen.prompt_width :]
+        constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
+        skip_zero = cfg.optim.skip_zero_advantage and cfg.loss.kl_coef == 0
+        sums: dict[str, list[float]] = {}
+        self.noise.start_rollout()
+        self.model.train()
+        for _epoch in range(cfg.optim.epochs):
+            perm = torch.randperm(n, generator=rng)
+            for step in range(k):
+                rows = perm[step * mb : (step + 1) * mb] if step < k - 1 else perm[step * mb :]
+                weights = token_weights(comp_mask[rows], cfg.loss.aggregation, constant)
+                self.optimizer.zero_grad(set_to_none=False)
+                stats_acc: dict[str, float] = {}
+                active = rows[advantages[rows] != 0] if skip_zero else rows
+                local = {int(x): i for i, x in enumerate(rows.tolist())}
+                for s in range(0, active.numel(), micro):
+                    sub = active[s : s + micro]
+                    sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
+                    ids, mask, start = trim_padding(gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width)
+                    width = ids.shape[1] - start
+                    logp, _ = completion_logprobs(self.model, ids.to(self.device), mask.to(self.device), start,
+                                                  cfg.rollout.temperature)
+                    sl = slice(0, width)
+                    loss, st = policy_loss(
+                        logp,
+                        old_logp[sub][:, sl].to(self.device),
+                        advantages[sub].to(self.device),
+                        weights[sub_local][:, sl].to(self.device),
+                        clip=cfg.loss.clip,
+                        clip_high=cfg.loss.clip_high,
+                        ref_logp=ref_logp[sub][:, sl].to(self.device) if ref_logp is not None else None,
+                        kl_coef=cfg.loss.kl_coef,
+                    )
+                    loss.backward()
+                    for key, v in st.items():
+                        stats_acc[key] = stats_acc.get(key, 0.0) + float(v) * (sub.numel() if key in _MEAN_STATS else 1)
+                for key in _MEAN_STATS:
+                    if key in stats_acc:
+                        stats_acc[key] /= max(active.numel(), 1)
+                grad_norm = self._grad_norm()
+                self.noise.observe(rows.numel())
+                if cfg.optim.grad_clip is not None:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.grad_clip)
+                lr = self._current_lr()
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                self.optimizer.step()
+                self.clocks.optimizer_steps += 1
+                stats_acc["grad_norm"] = grad_norm
+                stats_acc["lr"] = lr
+                for key, v in stats_acc.items():
+                    sums.setdefault(key, []).append(v)
+        self.model.eval()
+        out = {
+            "loss/policy": _mean(sums.get("policy", [0.0])),
+            "opt/lr": _mean(sums["lr"]),
+            "opt/grad_norm": _mean(sums["grad_norm"]),
+            "opt/grad_norm_max": max(sums["grad_norm"]),
+            "train/kl_old": _mean(sums.get("kl_old", [0.0])),
+            "train/kl_old_max": max(sums.get("kl_old", [0.0])),
+            "train/param_norm": self._param_norm(),
+        }
+        if "clip_frac" in sums:
+            out["loss/clip_frac"] = _mean(sums["clip_frac"])
+        if "kl_ref" in sums:
+            out["loss/kl_ref"] = _mean(sums["kl_ref"])
+        out.update({f"noise/{k}": v for k, v in self.noise.finish_rollout().items()})
+        return out
+
+    # ------------------------------------------------------------------ evaluation
+
+    @torch.no_grad()
+    def _evaluate_and_log(self, extra: dict[str, Any] | None = None) -> None:
+        cfg = self.cfg
+        t = time.perf_counter()
+        n_samples = cfg.eval.samples
+        params = SamplingParams(
+            cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+            cfg.rollout.temperature,
+            cfg.rollout.top_p,
+            greedy=n_samples == 0,
+        )
+        counts = [max(n_samples, 1)] * len(self.validation)
+        rng = self._sampling_generator(derived_seed(cfg.seed, "eval", self.clocks.responses))
+        gen = self.engine.generate([e.prompt for e in self.validation], counts, params, rng)
+        rewards = self.task.score(gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()])
+        scored = [x for x in rewards if x is not None]
+        acc = sum(x >= 1.0 - 1e-9 for x in scored) / max(len(rewards), 1)
+        _, entropy = self._logprobs(self.model, gen, with_entropy=True)
+        comp = gen.completion_mask[:, gen.prompt_width :]
+        self.clocks.eval_responses += len(gen)
+        row = {
+            "eval/accuracy": acc,
+            "eval/reward": sum(scored) / max(len(rewards), 1),
+            "eval/length": float(gen.completion_lengths.float().mean()),
+            "eval/entropy": float(entropy[comp].mean()),
+            "eval/unscorable": len(rewards) - len(scored),
+            "eval/responses": len(gen),
+            "perf/eval_s": round(time.perf_counter() - t, 4),
+            **(extra or {}),
+        }
+        for a in cfg.eval.targets:
+            key = _target_key(a)
+            if self.state.targets.get(key) is None and acc >= a:
+                self.state.targets[key] = self.clocks.responses
+        self.state.last_eval = {"eval/accuracy": acc, "eval/reward": row["eval/reward"]}
+        self.state.best_accuracy = max(acc, self.state.best_accuracy or -1.0)
+        every = cfg.eval.every_responses
+        self.state.next_eval_at = (self.clocks.responses // every + 1) * every
+        self._log_row(row)
+        self._detect(row)
+        self.log(
+            f"[eval] rollout {self.clocks.rollout} responses {self.clocks.responses} "
+            f"accuracy {acc:.3f} lr {self._current_lr():.3g} "
+            f"({self.clocks.responses / max(self.clocks.wall_seconds, 1e-9):.0f} responses/s)"
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _logprobs(self, model, gen: Generation, with_entropy: bool = False):
+        """Per-token log-probs (and entropies) of the completion columns, [N, Lc], in chunks."""
+        chunk = self.cfg.rollout.generation_batch_responses or len(gen)
+        lc = gen.input_ids.shape[1] - gen.prompt_width
+        logp = torch.zeros((len(gen), lc))
+        ent = torch.zeros((len(gen), lc)) if with_entropy else None
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            for s in range(0, len(gen), chunk):
+                rows = slice(s, s + chunk)
+                ids, mask, start = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
+                lp, h = completion_logprobs(model, ids.to(self.device), mask.to(self.device), start,
+                                            self.cfg.rollout.temperature, with_entropy)
+                logp[rows, : lp.shape[1]] = lp.cpu()
+                if with_entropy:
+                    ent[rows, : h.shape[1]] = h.cpu()
+        model.train(was_training)
+        comp = gen.completion_mask[:, gen.prompt_width :]
+        logp = torch.where(comp, logp, torch.zeros_like(logp))
+        return logp, ent
+
+    def _current_lr(self) -> float:
+        lr = self.lr_rule.lr(self.noise.last)
+        warm = self.cfg.optim.warmup_rollouts
+        if warm:
+            lr *= min(1.0, (self.clocks.rollout + 1) / warm)
+        return lr
+
+    def _grad_norm(self) -> float:
+        norms = [p.grad.detach().float().norm() for p in self.model.parameters() if p.grad is not None]
+        return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+
+    @torch.no_grad()
+    def _param_norm(self) -> float:
+        return float(torch.linalg.vector_norm(torch.stack([p.float().norm() for p in self.model.parameters()])))
+
+    def _sampling_generator(self, seed: int) -> torch.Generator:
+        device = self.device if self.device.type == "cuda" else "cpu"
+        return torch.Generator(device=device).manual_seed(seed)
+
+    def _log_row(self, row: dict[str, Any]) -> None:
+        full = {**self.clocks.as_dict(), **row}
+        self.metrics.write(full)
+        for sink in self.sinks:
+            sink.log(full)
+
+    def _detect(self, row: dict[str, Any]) -> None:
+        if self.failure is not None:
+            return
+        fired = self.monitor.observe(row)
+        if fired is not None:
+            name, reason = fired
+            self.failure = {
+                "detector": name,
+                "reason": reason,
+                "responses": self.clocks.responses,
+                "rollout": self.clocks.rollout,
+            }
+            self.log(f"[failure] {name}: {reason} at {self.clocks.responses} responses")
+
+    def _all_targets_reached(self) -> bool:
+        return bool(self.state.targets) and all(v is not None for v in self.state.targets.values())
+
+    # ------------------------------------------------------------------ persistence
+
+    def _trainer_state(self) -> dict[str, Any]:
+        return {
+            "clocks": self.clocks.as_dict(),
+            "state": self.state.__dict__ | {"metrics_lines": self.metrics.lines},
+            "failure": self.failure,
+            "detectors": self.monitor.state_dict(),
+            "lr_rule": self.lr_rule.state_dict(),
+            "noise": self.noise.state_dict(),
+        }
+
+    def _checkpoint(self) -> None:
+        t = time.perf_counter()
+        save_checkpoint(self.run_dir, f"rollout-{self.clocks.rollout:07d}", self.model, self.optimizer,
+                        self._trainer_state())
+        self._write_status("running" if self.failure is None else "failed")
+        self.last_checkpoint_s = time.perf_counter() - t
+
+    def _resume(self) -> None:
+        path = latest_checkpoint(self.run_dir)
+        if path is None:
+            if self.metrics.lines:
+                self.metrics.truncate(0)  # rows from a run that died before its first checkpoint
+            return
+        saved = load_checkpoint(path, self.model, self.optimizer)
+        self.engine.sync_weights(self.model)
+        self.clocks = Clocks.from_dict(saved["clocks"])
+        self.state = TrainerState(**saved["state"])
+        self.failure = saved["failure"]
+        self.monitor.load_state_dict(saved["detectors"])
+        self.lr_rule.load_state_dict(saved["lr_rule"])
+        self.noise.load_state_dict(saved["noise"])
+        self.metrics.truncate(self.state.metrics_lines)
+        self.resumed_from = path.name
+        self.log(f"[resume] from {path.name}: rollout {self.clocks.rollout}, responses {self.clocks.responses}")
+
+    def _install_signal_handlers(self) -> None:
+        def handler(signum, _frame):
+            self.stop_signal = signum
+            self.log(f"[signal] {signal.Signals(signum).name}: checkpointing after this rollout")
+
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            try:
+                signal.signal(sig, handler)
+            except ValueError:  # not the main thread
+                pass
+
+    def _write_status(self, state: str) -> None:
+        from .provenance import provenance
+
+        atomic_write_json(
+            self.run_dir / "status.json",
+            {"state": state, "failure": self.failure, "clocks": self.clocks.as_dict(), **provenance()},
+        )
+
+    def _write_summary(self) -> None:
+        final = {"responses": self.clocks.responses, **self.state.last_eval, "clocks": self.clocks.as_dict()}
+        atomic_write_json(
+            self.run_dir / "summary.json",
+            {
+                "derived": self.derived.as_dict(),
+                "targets": {
+                    k: {"responses": v, "reached": v is not None} for k, v in self.state.targets.items()
+                },
+                "failure": {
+                    "responses": self.failure["responses"] if self.failure else None,
+                    "failed": self.failure is not None,
+                    "detector": self.failure["detector"] if self.failure else None,
+                },
+                "final": final,
+                "best": {"eval/accuracy": self.state.best_accuracy},
+                "model": {"parameters": self.n_params},
+            },
+        )
+
+
+_MEAN_STATS = ("kl_old", "clip_frac")
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / max(len(values), 1)
+
+
+def _target_key(a: float) -> str:
+    return f"{a:g}"

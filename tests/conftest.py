@@ -1,0 +1,60 @@
+"""Shared fixtures: a tiny but real configuration (embedded Llama, reasoning-gym task) for CPU tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("WANDB_SILENT", "true")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("rlvr_cache")
+
+
+def tiny_config(cache_dir, **overrides):
+    """A run small enough for a unit test: ~30k-parameter model, 20-step warm start, B = 16."""
+    from rlvr_scaling.algorithms.allocators import UniformParams
+    from rlvr_scaling.algorithms.baselines import GRPOParams
+    from rlvr_scaling.algorithms.lr_rules import PowerLRParams
+    from rlvr_scaling.config import Config
+    from rlvr_scaling.tasks import ReasoningGymTaskParams
+
+    cfg = Config(
+        task=ReasoningGymTaskParams(
+            dataset_config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1},
+            train_size=500,
+            val_size=16,
+        ),
+        lr=PowerLRParams(ref_lr=1e-3, ref_responses=16),
+        baseline=GRPOParams(),
+        allocator=UniformParams(),
+    )
+    cfg.model.embedded.hidden_size = 32
+    cfg.model.embedded.num_layers = 2
+    cfg.model.embedded.num_heads = 2
+    cfg.model.embedded.intermediate_size = 64
+    cfg.model.warm_start.steps = 30
+    cfg.model.warm_start.examples_per_step = 32
+    cfg.rollout.prompts_per_rollout = 4
+    cfg.rollout.group_size = 4
+    cfg.rollout.max_new_tokens = 4
+    cfg.optim.steps_per_rollout = 2
+    cfg.eval.every_responses = 32
+    cfg.eval.targets = [0.05, 0.9]
+    cfg.train.max_responses = 64
+    cfg.run.cache_dir = str(cache_dir)
+    cfg.run.checkpoint_every_rollouts = 2
+    cfg.run.progress = False
+    for key, value in overrides.items():
+        obj = cfg
+        *path, last = key.split(".")
+        for part in path:
+            obj = getattr(obj, part)
+        setattr(obj, last, value)
+    return cfg

@@ -1,0 +1,175 @@
+"""The trainer's inner loop: exactness of the update, clocks, and the run-directory contract."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+import torch
+
+from rlvr_scaling.config import derive
+from rlvr_scaling.engines.base import SamplingParams
+from rlvr_scaling.run import build_components, train
+from rlvr_scaling.trainer import Trainer
+from tests.conftest import tiny_config
+
+
+@pytest.fixture(scope="module")
+def components(cache_dir):
+    return build_components(tiny_config(cache_dir), log=lambda *_: None)
+
+
+def _trainer(cfg, comps, tmp_path):
+    comps = copy.copy(comps)
+    comps.model = copy.deepcopy(comps.model)
+    comps.engine = copy.copy(comps.engine)
+    comps.engine.model = comps.model
+    return Trainer(cfg, derive(cfg), tmp_path, comps, log=lambda *_: None)
+
+
+def _rollout(trainer, seed=0):
+    """One real rollout from the engine with synthetic non-degenerate rewards and advantages."""
+    cfg = trainer.cfg
+    prompts = [trainer.task.train_example(i).prompt for i in range(cfg.rollout.prompts_per_rollout)]
+    g = torch.Generator().manual_seed(seed)
+    gen = trainer.engine.generate(prompts, [cfg.rollout.group_size] * len(prompts),
+                                  SamplingParams(cfg.rollout.max_new_tokens), g)
+    adv = torch.randn(len(gen), generator=g)
+    adv[::3] = 0.0  # some rows with zero advantage, as in groups of identical rewards
+    old_logp, _ = trainer._logprobs(trainer.model, gen)
+    return gen, adv, old_logp
+
+
+def _params_after(cfg, components, tmp_path, rollout):
+    trainer = _trainer(cfg, components, tmp_path)
+    gen, adv, old = rollout
+    trainer._optimize(gen, adv, old, None, torch.Generator().manual_seed(1))
+    return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "constant"])
+def test_gradient_accumulation_and_zero_skipping_are_exact(cache_dir, components, tmp_path, aggregation):
+    base = tiny_config(cache_dir)
+    base.loss.aggregation = aggregation
+    base.optim.skip_zero_advantage = False
+    rollout = _rollout(_trainer(base, components, tmp_path))
+    reference = _params_after(base, components, tmp_path, rollout)
+    for micro, skip in ((1, False), (2, True), (None, True)):
+        cfg = copy.deepcopy(base)
+        cfg.optim.micro_batch_responses = micro
+        cfg.optim.skip_zero_advantage = skip
+        got = _params_after(cfg, components, tmp_path, rollout)
+        torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-6)
+    moved = _params_after(base, components, tmp_path, rollout)
+    start = torch.cat([p.detach().flatten() for p in components.model.parameters()])
+    assert (moved - start).abs().max() > 0  # the update did something
+
+
+def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_path):
+    """K = 1, no clip: the gradient equals -sum_i A_i/n_tokens * sum_t grad log pi(o_it), from a plain loop."""
+    cfg = tiny_config(cache_dir)
+    cfg.optim.steps_per_rollout = 1
+    cfg.loss.clip = None
+    cfg.optim.grad_clip = None
+    trainer = _trainer(cfg, components, tmp_path)
+    gen, adv, old = _rollout(trainer)
+    captured = {}
+
+    class Capture:
+        param_groups = [{"lr": 0.0}]
+
+        def zero_grad(self, set_to_none=False):
+            for p in trainer.model.parameters():
+                p.grad = None if set_to_none else torch.zeros_like(p)
+
+        def step(self):
+            captured["grad"] = torch.cat([p.grad.flatten().clone() for p in trainer.model.parameters()])
+
+    trainer.optimizer = Capture()
+    trainer._optimize(gen, adv, old, None, torch.Generator().manual_seed(1))
+    # Plain loop: one unpadded sequence at a time.
+    model = trainer.model
+    model.zero_grad()
+    n_tokens = int(gen.completion_lengths.sum())
+    total = 0.0
+    for i in range(len(gen)):
+        keep = gen.attention_mask[i].bool()
+        ids = gen.input_ids[i][keep][None]
+        n_prompt = int(gen.attention_mask[i, : gen.prompt_width].sum())
+        logits = model(input_ids=ids).logits[0, n_prompt - 1 : -1]
+        logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[0, n_prompt:, None]).sum()
+        total = total - adv[i] * logp / n_tokens
+    total.backward()
+    expected = torch.cat([p.grad.flatten() for p in model.parameters()])
+    torch.testing.assert_close(captured["grad"], expected, rtol=1e-4, atol=1e-7)
+    assert expected.abs().max() > 0
+
+
+def test_identical_rewards_give_zero_gradient(cache_dir, components, tmp_path):
+    cfg = tiny_config(cache_dir)
+    trainer = _trainer(cfg, components, tmp_path)
+    gen, _, old = _rollout(trainer)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    stats = trainer._optimize(gen, torch.zeros(len(gen)), old, None, torch.Generator().manual_seed(1))
+    assert stats["opt/grad_norm"] == 0.0
+    for p, q in zip(trainer.model.parameters(), before):
+        torch.testing.assert_close(p.detach(), q)  # AdamW with zero gradients and no weight decay: no move
+
+
+def test_run_directory_contract_and_clocks(cache_dir, tmp_path):
+    cfg = tiny_config(cache_dir)
+    state = train(cfg, tmp_path, log=lambda *_: None)
+    assert state in ("completed", "failed")
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    clocks = ("rollout", "responses", "tokens", "optimizer_steps", "wall_seconds", "flops", "eval_responses")
+    for row in rows:
+        assert all(c in row for c in clocks)
+    for a, b in zip(rows, rows[1:]):
+        assert all(b[c] >= a[c] for c in clocks)
+    train_rows = [r for r in rows if "train/reward_mean" in r]
+    eval_rows = [r for r in rows if "eval/accuracy" in r]
+    d = derive(cfg)
+    # Clocks count exactly: B responses and K optimizer steps per rollout, tokens = completion tokens.
+    for i, r in enumerate(train_rows, start=1):
+        assert r["rollout"] == i
+        assert r["responses"] == i * d.responses_per_rollout
+        assert r["optimizer_steps"] == i * d.steps_per_rollout
+    assert sum(r["rollout/tokens"] for r in train_rows) == train_rows[-1]["tokens"]
+    assert eval_rows[0]["responses"] == 0 and eval_rows[0]["derived/responses_per_rollout"] == 16
+    assert eval_rows[-1]["eval_responses"] == len(eval_rows) * cfg.task.val_size
+    status = json.loads((tmp_path / "status.json").read_text())
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert status["state"] == state and status["clocks"]["responses"] == rows[-1]["responses"]
+    assert set(status) >= {"state", "failure", "clocks", "git", "versions", "host"}
+    assert summary["derived"] == {**d.as_dict()}
+    for key, target in summary["targets"].items():
+        first = next((r["responses"] for r in eval_rows if r["eval/accuracy"] >= float(key)), None)
+        assert target == {"responses": first, "reached": first is not None}
+    assert (tmp_path / "config.yaml").is_file() and (tmp_path / "checkpoints" / "latest.json").is_file()
+    # A second call on an ended run skips it.
+    assert train(cfg, tmp_path, log=lambda *_: None) == state
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == len(rows)
+
+
+def test_other_config_in_same_directory_is_refused(cache_dir, tmp_path):
+    from rlvr_scaling.errors import ConfigError
+
+    train(tiny_config(cache_dir, **{"train.max_responses": 16}), tmp_path, log=lambda *_: None)
+    with pytest.raises(ConfigError, match="rollout.group_size"):
+        train(tiny_config(cache_dir, **{"train.max_responses": 16, "rollout.group_size": 2}), tmp_path,
+              log=lambda *_: None)
+
+
+def test_failure_ends_run_normally(cache_dir, tmp_path):
+    from rlvr_scaling.algorithms.failure import EntropyCollapseParams
+
+    cfg = tiny_config(cache_dir)
+    cfg.failure.entropy_collapse = EntropyCollapseParams(min_entropy=100.0)  # always fires
+    assert train(cfg, tmp_path, log=lambda *_: None) == "failed"
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["failure"]["detector"] == "entropy_collapse" and status["failure"]["rollout"] == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["failure"]["failed"] and summary["failure"]["responses"] == 16
+    assert not math.isnan(summary["final"]["responses"])
