@@ -21,7 +21,13 @@ from typing import Any
 from omegaconf import MISSING
 
 from .algorithms import allocators, baselines, lr_rules
-from .algorithms.failure import CollapseParams, EntropyCollapseParams, FailureConfig, KLBlowupParams, NonFiniteParams
+from .algorithms.failure import (
+    CollapseParams,
+    EntropyCollapseParams,
+    FailureConfig,
+    KLBlowupParams,
+    NonFiniteParams,
+)
 from .algorithms.loss import LossConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
@@ -191,7 +197,9 @@ def validate(cfg: Config) -> None:
     cfg.model.validate()
     cfg.rollout.validate()
     if cfg.rollout.engine not in ENGINE_NAMES:
-        raise ConfigError(f"rollout.engine: unknown engine {cfg.rollout.engine!r}; valid: {', '.join(ENGINE_NAMES)}")
+        raise ConfigError(
+            f"rollout.engine: unknown engine {cfg.rollout.engine!r}; valid: {', '.join(ENGINE_NAMES)}"
+        )
     cfg.optim.validate()
     cfg.loss.validate()
     cfg.eval.validate()
@@ -216,7 +224,9 @@ def validate(cfg: Config) -> None:
         params = getattr(cfg, axis)
         name = getattr(params, key, None)
         if name not in registry:
-            raise ConfigError(f"{axis}.{key}: unknown {registry.kind} {name!r}; valid: {', '.join(registry.names())}")
+            raise ConfigError(
+                f"{axis}.{key}: unknown {registry.kind} {name!r}; valid: {', '.join(registry.names())}"
+            )
         params.validate(axis)
     b = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size
     k = cfg.optim.steps_per_rollout

@@ -26,8 +26,16 @@ def _has_credentials() -> bool:
 
 
 class WandbSink:
-    def __init__(self, logger_cfg, config_dict: dict[str, Any], run_dir: Path, name: str, group: str,
-                 tags: list[str], run_id: str):
+    def __init__(
+        self,
+        logger_cfg,
+        config_dict: dict[str, Any],
+        run_dir: Path,
+        name: str,
+        group: str,
+        tags: list[str],
+        run_id: str,
+    ):
         import wandb
 
         mode = logger_cfg.mode

@@ -68,7 +68,9 @@ class ModelConfig:
             if w.steps < 0 or w.examples_per_step < 1 or not w.lr > 0:
                 raise ConfigError(f"{prefix}.warm_start: steps >= 0, examples_per_step >= 1, lr > 0 required")
             if not 0 <= w.deficit_frac < 1:
-                raise ConfigError(f"{prefix}.warm_start.deficit_frac must be in [0, 1) (got {w.deficit_frac})")
+                raise ConfigError(
+                    f"{prefix}.warm_start.deficit_frac must be in [0, 1) (got {w.deficit_frac})"
+                )
             return
         check_model_path(self.path, prefix)
 
@@ -79,7 +81,9 @@ def check_model_path(path: str, prefix: str = "model") -> None:
     looks_local = path.startswith((".", "/", "~")) or p.exists() or path.count("/") != 1
     if looks_local:
         if not (p / "config.json").is_file():
-            raise ConfigError(f"{prefix}.path: no Hugging Face model directory at {path!r} (config.json missing)")
+            raise ConfigError(
+                f"{prefix}.path: no Hugging Face model directory at {path!r} (config.json missing)"
+            )
         return
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         from huggingface_hub import try_to_load_from_cache

@@ -46,8 +46,10 @@ class NoiseEstimator:
         """Record the current .grad of every parameter as one minibatch gradient of ``rows`` responses."""
         if self.count >= self.steps_per_epoch:
             return
-        grads = [p.grad.detach().float() if p.grad is not None else torch.zeros_like(p, dtype=torch.float32)
-                 for p in self.params]
+        grads = [
+            p.grad.detach().float() if p.grad is not None else torch.zeros_like(p, dtype=torch.float32)
+            for p in self.params
+        ]
         if self.sum_grad is None:
             self.sum_grad = [g.clone() for g in grads]
         else:
@@ -60,7 +62,12 @@ class NoiseEstimator:
     def finish_rollout(self) -> dict[str, float]:
         k = self.count
         if k < 2 or self.sum_grad is None:
-            self.last = {"grad_norm_sq": math.nan, "trace_cov": math.nan, "snr": math.nan, "b_noise": math.nan}
+            self.last = {
+                "grad_norm_sq": math.nan,
+                "trace_cov": math.nan,
+                "snr": math.nan,
+                "b_noise": math.nan,
+            }
             return self.last
         b = self.rows / k
         big = self.rows

@@ -9,7 +9,16 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-PACKAGES = ("rlvr-scaling", "torch", "transformers", "hydra-core", "wandb", "reasoning-gym", "math-verify", "vllm")
+PACKAGES = (
+    "rlvr-scaling",
+    "torch",
+    "transformers",
+    "hydra-core",
+    "wandb",
+    "reasoning-gym",
+    "math-verify",
+    "vllm",
+)
 
 
 @functools.cache
@@ -22,13 +31,16 @@ def provenance() -> dict:
             pass
     versions["python"] = platform.python_version()
     try:
-        git = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip() or None
+        git = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                cwd=Path(__file__).resolve().parent,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         git = None
     return {"git": git, "versions": versions, "host": socket.gethostname()}

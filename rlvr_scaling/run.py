@@ -114,7 +114,9 @@ def build_components(cfg: Config, log=print) -> Components:
 
         engine = VLLMEngine.from_config(cfg, model_dir, tokenizer)
     else:
-        engine = ENGINES.get(cfg.rollout.engine)(model, tokenizer, device, cfg.rollout.generation_batch_responses)
+        engine = ENGINES.get(cfg.rollout.engine)(
+            model, tokenizer, device, cfg.rollout.generation_batch_responses
+        )
     return Components(task, model, tokenizer, ref_model, engine, device, model_dir)
 
 
@@ -159,7 +161,9 @@ def train(cfg: Config, run_dir: Path, log=print) -> str:
     trainer = None
     try:
         trainer = Trainer(cfg, derived, run_dir, components, sinks=sinks, log=log)
-        trainer.log(f"[model] {components.model_dir} ({trainer.n_params:,} parameters) on {components.device}")
+        trainer.log(
+            f"[model] {components.model_dir} ({trainer.n_params:,} parameters) on {components.device}"
+        )
         state = trainer.run()
         failure = trainer.failure
         log(f"[done] {state} at {trainer.clocks.responses} responses")

@@ -34,6 +34,7 @@ from .config import Config, Derived
 from .engines.base import Generation, SamplingParams
 from .noise import NoiseEstimator
 from .policy import completion_logprobs, trim_padding
+from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
 
 
@@ -84,6 +85,7 @@ class Trainer:
         self.stop_signal: int | None = None
         self.failure: dict[str, Any] | None = None
         self.resumed_from: str | None = None
+        self.progress = ProgressDisplay(cfg.train.max_responses, cfg.run.progress, log=log)
 
     # ------------------------------------------------------------------ public
 
@@ -112,6 +114,7 @@ class Trainer:
         self._write_status(state)
         self._write_summary()
         self.metrics.close()
+        self.progress.close()
         return state
 
     # ------------------------------------------------------------------ one rollout
@@ -121,8 +124,10 @@ class Trainer:
         r = self.clocks.rollout
         gen_rng = torch.Generator(device="cpu").manual_seed(derived_seed(cfg.seed, "rollout", r))
         sample_rng = self._sampling_generator(derived_seed(cfg.seed, "sample", r))
-        examples = [self.task.train_example(int(self.order[(r * d.prompts_per_rollout + j) % len(self.order)]))
-                    for j in range(d.prompts_per_rollout)]
+        examples = [
+            self.task.train_example(int(self.order[(r * d.prompts_per_rollout + j) % len(self.order)]))
+            for j in range(d.prompts_per_rollout)
+        ]
         prompts = [e.prompt for e in examples]
         params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p)
         perf: dict[str, float] = {"generate_s": 0.0, "reward_s": 0.0}
@@ -145,7 +150,8 @@ class Trainer:
         gen, rewards = alloc.generation, alloc.rewards
         # advantages
         advantages = compute_advantages(
-            cfg.baseline, AdvantageInputs(rewards=rewards, group=gen.prompt_index, n_groups=d.prompts_per_rollout)
+            cfg.baseline,
+            AdvantageInputs(rewards=rewards, group=gen.prompt_index, n_groups=d.prompts_per_rollout),
         ).float()
         # old log-probs (pi_old recomputed by the trainer) and reference log-probs
         t = time.perf_counter()
@@ -164,7 +170,9 @@ class Trainer:
         self.clocks.rollout += 1
         self.clocks.responses += n
         self.clocks.tokens += tokens
-        self.clocks.flops += float(self.n_params) * (2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens))
+        self.clocks.flops += float(self.n_params) * (
+            2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens)
+        )
         # training row
         comp = gen.completion_mask[:, gen.prompt_width :]
         valid = ~torch.isnan(rewards)
@@ -187,6 +195,12 @@ class Trainer:
             "perf/responses_per_s": n / max(sum(perf.values()), 1e-9),
         }
         self._log_row(row)
+        self.progress.update(
+            self.clocks.responses,
+            reward=row["train/reward_mean"],
+            lr=row["opt/lr"],
+            rate=self.clocks.responses / max(self.clocks.wall_seconds, 1e-9),
+        )
         self._detect(row)
         if self.failure is None and self.clocks.responses >= self.state.next_eval_at:
             self._evaluate_and_log()
@@ -215,10 +229,13 @@ class Trainer:
                 for s in range(0, active.numel(), micro):
                     sub = active[s : s + micro]
                     sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
-                    ids, mask, start = trim_padding(gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width)
+                    ids, mask, start = trim_padding(
+                        gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width
+                    )
                     width = ids.shape[1] - start
-                    logp, _ = completion_logprobs(self.model, ids.to(self.device), mask.to(self.device), start,
-                                                  cfg.rollout.temperature)
+                    logp, _ = completion_logprobs(
+                        self.model, ids.to(self.device), mask.to(self.device), start, cfg.rollout.temperature
+                    )
                     sl = slice(0, width)
                     loss, st = policy_loss(
                         logp,
@@ -232,7 +249,9 @@ class Trainer:
                     )
                     loss.backward()
                     for key, v in st.items():
-                        stats_acc[key] = stats_acc.get(key, 0.0) + float(v) * (sub.numel() if key in _MEAN_STATS else 1)
+                        stats_acc[key] = stats_acc.get(key, 0.0) + float(v) * (
+                            sub.numel() if key in _MEAN_STATS else 1
+                        )
                 for key in _MEAN_STATS:
                     if key in stats_acc:
                         stats_acc[key] /= max(active.numel(), 1)
@@ -308,7 +327,8 @@ class Trainer:
         self.state.next_eval_at = (self.clocks.responses // every + 1) * every
         self._log_row(row)
         self._detect(row)
-        self.log(
+        self.progress.update(self.clocks.responses, accuracy=acc)
+        self.progress.line(
             f"[eval] rollout {self.clocks.rollout} responses {self.clocks.responses} "
             f"accuracy {acc:.3f} lr {self._current_lr():.3g} "
             f"({self.clocks.responses / max(self.clocks.wall_seconds, 1e-9):.0f} responses/s)"
@@ -327,9 +347,17 @@ class Trainer:
         with torch.no_grad():
             for s in range(0, len(gen), chunk):
                 rows = slice(s, s + chunk)
-                ids, mask, start = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
-                lp, h = completion_logprobs(model, ids.to(self.device), mask.to(self.device), start,
-                                            self.cfg.rollout.temperature, with_entropy)
+                ids, mask, start = trim_padding(
+                    gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width
+                )
+                lp, h = completion_logprobs(
+                    model,
+                    ids.to(self.device),
+                    mask.to(self.device),
+                    start,
+                    self.cfg.rollout.temperature,
+                    with_entropy,
+                )
                 logp[rows, : lp.shape[1]] = lp.cpu()
                 if with_entropy:
                     ent[rows, : h.shape[1]] = h.cpu()
@@ -351,7 +379,9 @@ class Trainer:
 
     @torch.no_grad()
     def _param_norm(self) -> float:
-        return float(torch.linalg.vector_norm(torch.stack([p.float().norm() for p in self.model.parameters()])))
+        return float(
+            torch.linalg.vector_norm(torch.stack([p.float().norm() for p in self.model.parameters()]))
+        )
 
     def _sampling_generator(self, seed: int) -> torch.Generator:
         device = self.device if self.device.type == "cuda" else "cpu"
@@ -375,7 +405,7 @@ class Trainer:
                 "responses": self.clocks.responses,
                 "rollout": self.clocks.rollout,
             }
-            self.log(f"[failure] {name}: {reason} at {self.clocks.responses} responses")
+            self.progress.line(f"[failure] {name}: {reason} at {self.clocks.responses} responses")
 
     def _all_targets_reached(self) -> bool:
         return bool(self.state.targets) and all(v is not None for v in self.state.targets.values())
@@ -394,8 +424,13 @@ class Trainer:
 
     def _checkpoint(self) -> None:
         t = time.perf_counter()
-        save_checkpoint(self.run_dir, f"rollout-{self.clocks.rollout:07d}", self.model, self.optimizer,
-                        self._trainer_state())
+        save_checkpoint(
+            self.run_dir,
+            f"rollout-{self.clocks.rollout:07d}",
+            self.model,
+            self.optimizer,
+            self._trainer_state(),
+        )
         self._write_status("running" if self.failure is None else "failed")
         self.last_checkpoint_s = time.perf_counter() - t
 
@@ -415,7 +450,9 @@ class Trainer:
         self.noise.load_state_dict(saved["noise"])
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name
-        self.log(f"[resume] from {path.name}: rollout {self.clocks.rollout}, responses {self.clocks.responses}")
+        self.log(
+            f"[resume] from {path.name}: rollout {self.clocks.rollout}, responses {self.clocks.responses}"
+        )
 
     def _install_signal_handlers(self) -> None:
         def handler(signum, _frame):

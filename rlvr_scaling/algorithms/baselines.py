@@ -44,7 +44,9 @@ class GRPOParams:
 
     def validate(self, prefix: str = "baseline") -> None:
         if self.scale not in ("group_std", "batch_std", "none"):
-            raise ConfigError(f"{prefix}.scale must be one of group_std, batch_std, none (got {self.scale!r})")
+            raise ConfigError(
+                f"{prefix}.scale must be one of group_std, batch_std, none (got {self.scale!r})"
+            )
         if self.eps < 0:
             raise ConfigError(f"{prefix}.eps must be >= 0 (got {self.eps})")
 

@@ -43,11 +43,15 @@ class LossConfig:
         if self.clip is not None and not self.clip > 0:
             raise ConfigError(f"{prefix}.clip must be > 0 or null (got {self.clip})")
         if self.clip_high is not None and (self.clip is None or not self.clip_high > 0):
-            raise ConfigError(f"{prefix}.clip_high needs loss.clip set and must be > 0 (got {self.clip_high})")
+            raise ConfigError(
+                f"{prefix}.clip_high needs loss.clip set and must be > 0 (got {self.clip_high})"
+            )
         if self.kl_coef < 0:
             raise ConfigError(f"{prefix}.kl_coef must be >= 0 (got {self.kl_coef})")
         if self.aggregation not in AGGREGATIONS:
-            raise ConfigError(f"{prefix}.aggregation must be one of {', '.join(AGGREGATIONS)} (got {self.aggregation!r})")
+            raise ConfigError(
+                f"{prefix}.aggregation must be one of {', '.join(AGGREGATIONS)} (got {self.aggregation!r})"
+            )
         if self.constant_normalizer is not None and self.constant_normalizer < 1:
             raise ConfigError(f"{prefix}.constant_normalizer must be >= 1 (got {self.constant_normalizer})")
 

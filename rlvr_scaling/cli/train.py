@@ -12,6 +12,7 @@ the same command resumes the run in it, or skips it when it has ended.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,7 +39,13 @@ def _hydra_main(cfg: DictConfig) -> str:
 
     try:
         typed = OmegaConf.to_object(cfg)
-        run_dir = Path(HydraConfig.get().runtime.output_dir)
+        hc = HydraConfig.get()
+        run_dir = Path(hc.runtime.output_dir)
+        if typed.run.threads is None:
+            typed.run.threads = default_threads(hc)
+        if typed.run.name is None:
+            typed.run.name = hc.job.override_dirname or "default"
+        typed.logger.tags = list(typed.logger.tags) + [o for o in hc.overrides.task if len(o) <= 64]
         return train(typed, run_dir)
     except ConfigError as err:
         # A wrong config: one clear line and exit code 2, before any compute.
@@ -46,9 +53,23 @@ def _hydra_main(cfg: DictConfig) -> str:
         sys.exit(2)
 
 
+def default_threads(hc) -> int | None:
+    """Torch threads for this job when run.threads is null: the CPUs SLURM gave the task, or the
+    machine's cores shared among the jobs a local parallel launcher runs at once (parallel torch
+    processes that each use every core slow each other down several-fold)."""
+    if os.environ.get("SLURM_CPUS_PER_TASK"):
+        return max(1, int(os.environ["SLURM_CPUS_PER_TASK"]))
+    n_jobs = OmegaConf.select(hc, "launcher.n_jobs", default=None)
+    if str(hc.mode) == "RunMode.MULTIRUN" and isinstance(n_jobs, int) and n_jobs > 1:
+        return max(1, (os.cpu_count() or 1) // n_jobs)
+    return None
+
+
 def main() -> None:
     if not CONF_DIR.is_dir():
-        sys.exit(f"rlvr-train: config directory {CONF_DIR} not found (install the project editable from a clone)")
+        sys.exit(
+            f"rlvr-train: config directory {CONF_DIR} not found (install the project editable from a clone)"
+        )
     _register_resolvers()
     register_configs()
     _hydra_main()

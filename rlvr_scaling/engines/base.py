@@ -102,8 +102,8 @@ class Engine(abc.ABC):
     ) -> Generation:
         """Sample ``counts[i]`` completions for ``prompts[i]``; rows are grouped by prompt, in order."""
 
-    def sync_weights(self, model: torch.nn.Module) -> None:
+    def sync_weights(self, model: torch.nn.Module) -> None:  # noqa: B027 - optional hook
         """Make the engine generate with ``model``'s current weights (no-op when it shares them)."""
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release engine resources."""

@@ -64,7 +64,9 @@ class HFEngine(Engine):
             raise ValueError("generate() called with zero responses")
         chunk = self.max_batch or len(rows)
         parts = [
-            self._generate_rows([encoded[i] for i in rows[s : s + chunk]], rows[s : s + chunk], params, generator)
+            self._generate_rows(
+                [encoded[i] for i in rows[s : s + chunk]], rows[s : s + chunk], params, generator
+            )
             for s in range(0, len(rows), chunk)
         ]
         return Generation.concat(parts, self.pad_id)
@@ -80,8 +82,14 @@ class HFEngine(Engine):
         was_training = self.model.training
         self.model.eval()
         cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids_from_mask(mask),
-                         cache=cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=position_ids_from_mask(mask),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         next_pos = mask.sum(-1, keepdim=True) - 1  # [n, 1] position of the last prompt token
         tokens_out, logps_out = [], []
         alive = torch.ones(n, dtype=torch.bool, device=dev)
@@ -101,8 +109,13 @@ class HFEngine(Engine):
             if not alive.any() or len(tokens_out) == params.max_new_tokens:
                 break
             next_pos = next_pos + 1
-            out = self.model(input_ids=tok[:, None], attention_mask=full_mask, position_ids=next_pos,
-                             cache=out.cache, use_cache=True)
+            out = self.model(
+                input_ids=tok[:, None],
+                attention_mask=full_mask,
+                position_ids=next_pos,
+                cache=out.cache,
+                use_cache=True,
+            )
         if was_training:
             self.model.train()
         completion = torch.stack(tokens_out, dim=1).cpu()  # [n, Lc]

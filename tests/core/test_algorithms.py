@@ -30,7 +30,9 @@ def test_grpo_matches_loop_reference_with_unequal_groups():
 def test_grpo_scale_options():
     inp = _inputs([1, 0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 0, 1, 1, 1, 1])
     none = compute_advantages(GRPOParams(scale="none"), inp)
-    torch.testing.assert_close(none, torch.tensor([0.75, -0.25, -0.25, -0.25, 0.25, 0.25, 0.25, -0.75], dtype=torch.float64))
+    torch.testing.assert_close(
+        none, torch.tensor([0.75, -0.25, -0.25, -0.25, 0.25, 0.25, 0.25, -0.75], dtype=torch.float64)
+    )
     batch = compute_advantages(GRPOParams(scale="batch_std", eps=0.0), inp)
     torch.testing.assert_close(batch, none / inp.rewards.std())
 
@@ -46,7 +48,9 @@ def test_rloo_sums_to_zero_per_group_and_matches_definition():
     assert math.isclose(float(adv[0]), 1 - (0 + 0 + 1) / 3)
 
 
-@pytest.mark.parametrize("params", [GRPOParams(), GRPOParams(scale="batch_std"), GRPOParams(scale="none"), RLOOParams()])
+@pytest.mark.parametrize(
+    "params", [GRPOParams(), GRPOParams(scale="batch_std"), GRPOParams(scale="none"), RLOOParams()]
+)
 def test_identical_rewards_give_zero_advantage(params):
     adv = compute_advantages(params, _inputs([1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]))
     assert torch.all(adv == 0)

@@ -20,12 +20,33 @@ def _run(monitor, rows):
 
 
 HEALTHY = [
-    {"eval/accuracy": 0.30, "train/reward_mean": 0.2, "train/kl_old": 1e-3, "train/entropy": 0.5,
-     "loss/policy": 0.01, "opt/grad_norm": 0.2, "train/param_norm": 40.0},
-    {"eval/accuracy": 0.35, "train/reward_mean": 0.3, "train/kl_old": 2e-3, "train/entropy": 0.4,
-     "loss/policy": -0.02, "opt/grad_norm": 0.3, "train/param_norm": 40.1},
-    {"eval/accuracy": 0.33, "train/reward_mean": 0.28, "train/kl_old": 1e-3, "train/entropy": 0.4,
-     "loss/policy": 0.0, "opt/grad_norm": 0.25, "train/param_norm": 40.2},
+    {
+        "eval/accuracy": 0.30,
+        "train/reward_mean": 0.2,
+        "train/kl_old": 1e-3,
+        "train/entropy": 0.5,
+        "loss/policy": 0.01,
+        "opt/grad_norm": 0.2,
+        "train/param_norm": 40.0,
+    },
+    {
+        "eval/accuracy": 0.35,
+        "train/reward_mean": 0.3,
+        "train/kl_old": 2e-3,
+        "train/entropy": 0.4,
+        "loss/policy": -0.02,
+        "opt/grad_norm": 0.3,
+        "train/param_norm": 40.1,
+    },
+    {
+        "eval/accuracy": 0.33,
+        "train/reward_mean": 0.28,
+        "train/kl_old": 1e-3,
+        "train/entropy": 0.4,
+        "loss/policy": 0.0,
+        "opt/grad_norm": 0.25,
+        "train/param_norm": 40.2,
+    },
 ] * 5
 
 
@@ -47,14 +68,18 @@ def test_accuracy_collapse_needs_peak_then_drop():
 
 
 def test_reward_collapse_smoothed():
-    cfg = FailureConfig(accuracy_collapse=None, reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1, window=2))
+    cfg = FailureConfig(
+        accuracy_collapse=None, reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1, window=2)
+    )
     rows = [{"train/reward_mean": r} for r in (0.4, 0.4, 0.0, 0.4, 0.0, 0.0)]
     # smoothed: -, .4, .2, .2, .2, 0 -> the single 0 at index 2 does not fire; index 5 does.
     assert _run(FailureMonitor(cfg), rows) == (5, "reward_collapse")
 
 
 def test_kl_and_entropy():
-    cfg = FailureConfig(kl_blowup=KLBlowupParams(max_kl=0.5), entropy_collapse=EntropyCollapseParams(min_entropy=0.01))
+    cfg = FailureConfig(
+        kl_blowup=KLBlowupParams(max_kl=0.5), entropy_collapse=EntropyCollapseParams(min_entropy=0.01)
+    )
     assert _run(FailureMonitor(cfg), HEALTHY[:2] + [{"train/kl_old": 0.8}]) == (2, "kl_blowup")
     assert _run(FailureMonitor(cfg), HEALTHY[:2] + [{"train/entropy": 0.001}]) == (2, "entropy_collapse")
 

@@ -23,7 +23,9 @@ def _rows(run_dir: Path) -> list[dict]:
 
 def _run(run_dir, cache_dir, *args, **popen):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(run_dir), str(cache_dir), *args], env=env, **popen)
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(run_dir), str(cache_dir), *args], env=env, **popen
+    )
 
 
 @pytest.mark.timeout(300)
@@ -52,4 +54,6 @@ def test_sigkill_and_resume_is_bit_identical(cache_dir, tmp_path):
     assert _rows(killed) == _rows(reference)
     ref_summary = json.loads((reference / "summary.json").read_text())
     got_summary = json.loads((killed / "summary.json").read_text())
-    assert got_summary["targets"] == ref_summary["targets"] and got_summary["failure"] == ref_summary["failure"]
+    assert (
+        got_summary["targets"] == ref_summary["targets"] and got_summary["failure"] == ref_summary["failure"]
+    )

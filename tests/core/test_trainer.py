@@ -34,8 +34,9 @@ def _rollout(trainer, seed=0):
     cfg = trainer.cfg
     prompts = [trainer.task.train_example(i).prompt for i in range(cfg.rollout.prompts_per_rollout)]
     g = torch.Generator().manual_seed(seed)
-    gen = trainer.engine.generate(prompts, [cfg.rollout.group_size] * len(prompts),
-                                  SamplingParams(cfg.rollout.max_new_tokens), g)
+    gen = trainer.engine.generate(
+        prompts, [cfg.rollout.group_size] * len(prompts), SamplingParams(cfg.rollout.max_new_tokens), g
+    )
     adv = torch.randn(len(gen), generator=g)
     adv[::3] = 0.0  # some rows with zero advantage, as in groups of identical rewards
     old_logp, _ = trainer._logprobs(trainer.model, gen)
@@ -158,8 +159,11 @@ def test_other_config_in_same_directory_is_refused(cache_dir, tmp_path):
 
     train(tiny_config(cache_dir, **{"train.max_responses": 16}), tmp_path, log=lambda *_: None)
     with pytest.raises(ConfigError, match="rollout.group_size"):
-        train(tiny_config(cache_dir, **{"train.max_responses": 16, "rollout.group_size": 2}), tmp_path,
-              log=lambda *_: None)
+        train(
+            tiny_config(cache_dir, **{"train.max_responses": 16, "rollout.group_size": 2}),
+            tmp_path,
+            log=lambda *_: None,
+        )
 
 
 def test_failure_ends_run_normally(cache_dir, tmp_path):

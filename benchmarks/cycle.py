@@ -1,0 +1,138 @@
+"""Time one rollout cycle of the trainer against its raw parts timed alone.
+
+    python benchmarks/cycle.py [--prompts 32] [--group 8] [--steps 8] [--cycles 5] [--threads 2]
+
+Cycle: B = P*G responses (default 32*8 = 256), K = 8 optimizer steps, on the embedded default model
+and task (warm-started model from the cache; built on first use). The trainer's own rollout
+(generate, reward, advantages, old log-probs, K steps, clocks, logging) plus a checkpoint is timed as a
+whole, then each raw operation alone on the same kind of data: engine.generate, task.score, one no-grad
+forward for log-probs, K plain forward/backward/AdamW steps on B/K-response minibatches, and a
+checkpoint save. Reports medians over cycles and the ratio total / sum(raw parts); goal <= 1.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--cycles", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
+    from rlvr_scaling.config import derive, register_configs
+    from rlvr_scaling.engines.base import SamplingParams
+    from rlvr_scaling.policy import completion_logprobs, trim_padding
+    from rlvr_scaling.run import build_components
+    from rlvr_scaling.rundir import save_checkpoint
+    from rlvr_scaling.trainer import Trainer
+
+    _register_resolvers()
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        dcfg = compose(
+            "config",
+            overrides=[
+                f"rollout.prompts_per_rollout={args.prompts}",
+                f"rollout.group_size={args.group}",
+                f"optim.steps_per_rollout={args.steps}",
+                "eval.every_responses=100000000",
+                "run.progress=false",
+            ],
+        )
+    cfg = OmegaConf.to_object(dcfg)
+    d = derive(cfg)
+    comps = build_components(cfg, log=lambda *_: None)
+    run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))
+    trainer = Trainer(cfg, d, run_dir, comps, log=lambda *_: None)
+    trainer.state.next_eval_at = 1 << 60
+
+    whole, phases = [], {k: [] for k in ("generate_s", "reward_s", "old_logprob_s", "train_s", "log_ckpt_s")}
+    for _ in range(args.cycles + 1):
+        t = time.perf_counter()
+        trainer._rollout()
+        tc = time.perf_counter()
+        trainer._checkpoint()
+        ckpt = time.perf_counter() - tc
+        whole.append(time.perf_counter() - t)
+        rows = (run_dir / "metrics.jsonl").read_text().splitlines()
+        import json
+
+        last = json.loads(rows[-1])
+        for k in ("generate_s", "reward_s", "old_logprob_s", "train_s"):
+            phases[k].append(last[f"perf/{k}"])
+        phases["log_ckpt_s"].append(
+            whole[-1] - sum(last[f"perf/{k}"] for k in ("generate_s", "reward_s", "old_logprob_s", "train_s"))
+        )
+        _ = ckpt
+    whole, phases = whole[1:], {k: v[1:] for k, v in phases.items()}  # drop warm-up
+
+    # Raw parts, alone.
+    model, engine, task = trainer.model, trainer.engine, trainer.task
+    examples = [task.train_example(i) for i in range(args.prompts)]
+    params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature)
+    raw = {k: [] for k in ("generate", "reward", "logprob", "train", "checkpoint")}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-7)
+    for c in range(args.cycles + 1):
+        g = torch.Generator().manual_seed(c)
+        t = time.perf_counter()
+        gen = engine.generate([e.prompt for e in examples], [args.group] * args.prompts, params, g)
+        raw["generate"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        task.score(gen.texts, [examples[i] for i in gen.prompt_index.tolist()])
+        raw["reward"].append(time.perf_counter() - t)
+        ids, mask, start = trim_padding(gen.input_ids, gen.attention_mask, gen.prompt_width)
+        t = time.perf_counter()
+        with torch.no_grad():
+            completion_logprobs(model, ids, mask, start, 1.0)
+        raw["logprob"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        mb = len(gen) // args.steps
+        for k in range(args.steps):
+            rows = slice(k * mb, (k + 1) * mb)
+            i2, m2, s2 = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
+            logp, _ = completion_logprobs(model, i2, m2, s2, 1.0)
+            loss = -(logp * gen.completion_mask[rows, gen.prompt_width :][:, : logp.shape[1]]).sum() * 1e-9
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        raw["train"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        save_checkpoint(run_dir, "raw", model, opt, {"x": 1})
+        raw["checkpoint"].append(time.perf_counter() - t)
+    raw = {k: v[1:] for k, v in raw.items()}
+
+    med = statistics.median
+    total = med(whole)
+    raw_sum = sum(med(v) for v in raw.values())
+    print(
+        f"cycle B={d.responses_per_rollout} (P={args.prompts}, G={args.group}), K={args.steps}, "
+        f"{trainer.n_params:,} params, {args.threads} threads, {args.cycles} cycles (median)"
+    )
+    print(f"  trainer cycle total      {total:7.3f} s   ({d.responses_per_rollout / total:6.0f} responses/s)")
+    for k, v in phases.items():
+        print(f"    {k:<22} {med(v):7.3f} s")
+    print("  raw parts alone")
+    for k, v in raw.items():
+        print(f"    {k:<22} {med(v):7.3f} s")
+    print(f"  sum of raw parts         {raw_sum:7.3f} s")
+    print(f"ratio={total / raw_sum:.3f}")
+
+
+if __name__ == "__main__":
+    main()
