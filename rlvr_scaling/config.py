@@ -29,6 +29,7 @@ from .algorithms.failure import (
     NonFiniteParams,
 )
 from .algorithms.loss import LossConfig
+from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
 
@@ -42,6 +43,7 @@ class RolloutConfig:
     top_p: float = 1.0
     max_new_tokens: int = 8
     generation_batch_responses: int | None = None  # engine micro-batch; null = all at once
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)  # settings of engine=vllm (ignored by hf)
 
     def validate(self, prefix: str = "rollout") -> None:
         if self.prompts_per_rollout < 1:
@@ -56,6 +58,7 @@ class RolloutConfig:
             raise ConfigError(f"{prefix}.top_p must be in (0, 1] (got {self.top_p})")
         if self.max_new_tokens < 1:
             raise ConfigError(f"{prefix}.max_new_tokens must be >= 1 (got {self.max_new_tokens})")
+        self.vllm.validate(f"{prefix}.vllm")
 
 
 @dataclass
@@ -91,7 +94,7 @@ class OptimConfig:
 @dataclass
 class EvalConfig:
     every_responses: int = 256  # validate every this many training responses (and at 0)
-    targets: list[float] = field(default_factory=lambda: [0.4, 0.45, 0.5])  # accuracies to time
+    targets: list[float] = field(default_factory=lambda: [0.25, 0.3, 0.35])  # accuracies to time
     samples: int = 0  # 0 = greedy pass@1; n > 0 = mean pass@1 over n samples at rollout temperature
     max_new_tokens: int | None = None  # null = rollout.max_new_tokens
 
@@ -107,7 +110,7 @@ class EvalConfig:
 
 @dataclass
 class TrainConfig:
-    max_responses: int = 16384  # budget on the responses clock
+    max_responses: int = 8192  # budget on the responses clock
     stop_at_targets: bool = False  # stop once every eval target is reached
 
     def validate(self, prefix: str = "train") -> None:
@@ -301,6 +304,7 @@ __all__ = [
     "RolloutConfig",
     "RunConfig",
     "TrainConfig",
+    "VLLMConfig",
     "WarmStartConfig",
     "derive",
     "register_configs",

@@ -19,6 +19,7 @@ import torch
 from .errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PROMPT_FORMATS = ("plain", "chat")
 SPECIAL_TOKENS = ["<pad>", "<bos>", "<eos>", "<unk>"]
 # Every character a compact arithmetic prompt or a short English/math answer can contain.
 CHARACTERS = string.digits + string.ascii_letters + " \n+-*/=()#.,:;!?'\"<>[]{}^_%&|\\$~@`"
@@ -57,11 +58,23 @@ class ModelConfig:
     embedded: EmbeddedModelConfig = field(default_factory=EmbeddedModelConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     trust_remote_code: bool = False
+    # How a task prompt becomes token ids, in every engine and the warm start (see encode_prompt):
+    # plain = the text as is (base models); chat = one user turn through the tokenizer's chat template.
+    prompt_format: str = "plain"
 
     def validate(self, prefix: str = "model") -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"{prefix}.dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})")
+        if self.prompt_format not in PROMPT_FORMATS:
+            raise ConfigError(
+                f"{prefix}.prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {self.prompt_format!r})"
+            )
         if self.path == "embedded":
+            if self.prompt_format != "plain":
+                raise ConfigError(
+                    f"{prefix}.prompt_format: the embedded model's character tokenizer has no chat "
+                    "template; use prompt_format=plain"
+                )
             e, w = self.embedded, self.warm_start
             if e.hidden_size % e.num_heads:
                 raise ConfigError(f"{prefix}.embedded.hidden_size must be divisible by num_heads")
@@ -168,6 +181,33 @@ def load_hf(path: str | Path, dtype: str, device: torch.device, trust_remote_cod
         str(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
     ).to(device)
     return model, tokenizer
+
+
+def encode_prompt(tokenizer, text: str, prompt_format: str = "plain") -> list[int]:
+    """Token ids of a task prompt, exactly as every engine and the warm start feed it to the model.
+
+    ``plain``: ``tokenizer.encode(text, add_special_tokens=True)``, the tokenizer's own convention (a
+    BOS for Llama-style tokenizers and the embedded one, nothing for Qwen). ``chat``: ``text`` as one
+    user message through the tokenizer's chat template with the assistant turn opened
+    (``add_generation_prompt``); only the template's own special tokens are added.
+    """
+    if prompt_format == "plain":
+        return tokenizer.encode(text, add_special_tokens=True)
+    if prompt_format == "chat":
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+        return tokenizer.encode(rendered, add_special_tokens=False)
+    raise ConfigError(f"model.prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {prompt_format!r})")
+
+
+def check_prompt_format(tokenizer, prompt_format: str, path: str) -> None:
+    """Fail before any compute when ``chat`` is asked of a tokenizer without a chat template."""
+    if prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(
+            f"model.prompt_format=chat but the tokenizer of {path!r} has no chat template "
+            "(base models usually need prompt_format=plain)"
+        )
 
 
 def count_parameters(model) -> int:

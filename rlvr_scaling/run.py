@@ -92,7 +92,7 @@ def resolve_device(name: str) -> torch.device:
 
 def build_components(cfg: Config, log=print) -> Components:
     from .engines.hf import ENGINES
-    from .models import load_hf
+    from .models import check_prompt_format, load_hf
     from .tasks import build_task
 
     device = resolve_device(cfg.run.device)
@@ -104,6 +104,7 @@ def build_components(cfg: Config, log=print) -> Components:
     else:
         model_dir = cfg.model.path
     model, tokenizer = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
+    check_prompt_format(tokenizer, cfg.model.prompt_format, model_dir)
     model.eval()
     ref_model = None
     if cfg.loss.kl_coef > 0:
@@ -115,7 +116,7 @@ def build_components(cfg: Config, log=print) -> Components:
         engine = VLLMEngine.from_config(cfg, model_dir, tokenizer)
     else:
         engine = ENGINES.get(cfg.rollout.engine)(
-            model, tokenizer, device, cfg.rollout.generation_batch_responses
+            model, tokenizer, device, cfg.rollout.generation_batch_responses, cfg.model.prompt_format
         )
     return Components(task, model, tokenizer, ref_model, engine, device, model_dir)
 

@@ -73,8 +73,18 @@ class Trainer:
             eps=opt.eps,
             weight_decay=opt.weight_decay,
         )
-        self.lr_rule = build_lr_rule(cfg.lr, derived.responses_per_rollout)
+        self.lr_rule = build_lr_rule(cfg.lr, derived.responses_per_rollout, derived.steps_per_rollout)
         self.allocator = build_allocator(cfg.allocator)
+        # What the baseline needs (greedy responses, gradient weights) and the per-sample noise
+        # instrument, decided and checked here at start-up.
+        from .algorithms.baselines import NEEDS
+        from .per_sample import RolloutGradients
+
+        self.baseline_needs = NEEDS[cfg.baseline.name]
+        self.grads = RolloutGradients(
+            cfg, self.model, self.ref_model, self.device, self.n_params, self.baseline_needs
+        )
+        log(f"[gradients] {self.grads.describe()}")
         self.monitor = FailureMonitor(cfg.failure)
         self.noise = NoiseEstimator(self.model, derived.steps_per_rollout)
         self.clocks = Clocks()
@@ -132,9 +142,9 @@ class Trainer:
         params = SamplingParams(cfg.rollout.max_new_tokens, cfg.rollout.temperature, cfg.rollout.top_p)
         perf: dict[str, float] = {"generate_s": 0.0, "reward_s": 0.0}
 
-        def generate(prompt_ids: list[int], counts: list[int]) -> Generation:
+        def generate(prompt_ids: list[int], counts: list[int], sampling=params) -> Generation:
             t = time.perf_counter()
-            gen = self.engine.generate([prompts[i] for i in prompt_ids], counts, params, sample_rng)
+            gen = self.engine.generate([prompts[i] for i in prompt_ids], counts, sampling, sample_rng)
             gen.prompt_index = torch.tensor(prompt_ids, dtype=torch.long)[gen.prompt_index]
             perf["generate_s"] += time.perf_counter() - t
             return gen
@@ -148,16 +158,43 @@ class Trainer:
         # allocate + generate + reward
         alloc = self.allocator.collect(d.prompts_per_rollout, d.group_size, generate, score)
         gen, rewards = alloc.generation, alloc.rewards
-        # advantages
-        advantages = compute_advantages(
-            cfg.baseline,
-            AdvantageInputs(rewards=rewards, group=gen.prompt_index, n_groups=d.prompts_per_rollout),
-        ).float()
-        # old log-probs (pi_old recomputed by the trainer) and reference log-probs
+        # ReMax: one greedy response per prompt, scored as the baseline (on the clocks, not trained on)
+        greedy = None
+        if "greedy" in self.baseline_needs:
+            greedy_params = SamplingParams(cfg.rollout.max_new_tokens, greedy=True)
+            greedy = generate(list(range(d.prompts_per_rollout)), [1] * d.prompts_per_rollout, greedy_params)
+        # advantages (the optimal baseline's weights w_i come from one per-sample gradient pass)
         t = time.perf_counter()
-        old_logp, entropy = self._logprobs(self.model, gen, with_entropy=True)
-        ref_logp = self._logprobs(self.ref_model, gen)[0] if self.ref_model is not None else None
+        inputs = AdvantageInputs(
+            rewards=rewards,
+            group=gen.prompt_index,
+            n_groups=d.prompts_per_rollout,
+            greedy_rewards=score(greedy) if greedy is not None else None,
+            grad_weights=self.grads.baseline_weights(gen),
+            logratio=self.grads.kl_logratio(gen),
+            kl_coef=cfg.loss.kl_coef,
+        )
+        if inputs.grad_weights is not None:
+            perf["baseline_weights_s"] = time.perf_counter() - t
+        advantages = compute_advantages(cfg.baseline, inputs).float()
+        # old log-probs (pi_old recomputed by the trainer) and reference log-probs. Rows that cannot
+        # reach the loss (zero advantage, no KL term) are skipped: exact, their gradient is zero.
+        t = time.perf_counter()
+        needed = self._rows_in_loss(advantages)
+        old_logp, entropy = self._logprobs(self.model, gen, needed, with_entropy=gen.entropies is None)
+        if gen.entropies is not None:
+            entropy = gen.entropies[:, gen.prompt_width :]
+        ref_logp = self._logprobs(self.ref_model, gen, needed)[0] if self.ref_model is not None else None
         perf["old_logprob_s"] = time.perf_counter() - t
+        # exact per-sample gradient noise at theta_old (noise/per_sample_*); an LR rule with
+        # lr.source=per_sample reads this rollout's estimate through the noise statistics
+        per_sample: dict[str, float] = {}
+        if self.grads.noise_on:
+            t = time.perf_counter()
+            estimates = self.grads.noise(gen, advantages, old_logp, ref_logp)
+            per_sample = {f"per_sample_{k}": v for k, v in estimates.items()}
+            perf["per_sample_noise_s"] = time.perf_counter() - t
+            self.noise.last = {**self.noise.last, **per_sample}
         # K optimizer steps
         t = time.perf_counter()
         train_stats = self._optimize(gen, advantages, old_logp, ref_logp, gen_rng)
@@ -167,11 +204,13 @@ class Trainer:
         n, tokens = len(gen), gen.num_tokens
         prompt_tokens = int(gen.attention_mask.sum()) - tokens
         passes = 2 * (1 + (self.ref_model is not None)) + 6 * cfg.optim.epochs
+        n_greedy, greedy_tokens = (len(greedy), greedy.num_tokens) if greedy is not None else (0, 0)
+        greedy_seq = int(greedy.attention_mask.sum()) if greedy is not None else 0
         self.clocks.rollout += 1
-        self.clocks.responses += n
-        self.clocks.tokens += tokens
+        self.clocks.responses += n + n_greedy
+        self.clocks.tokens += tokens + greedy_tokens
         self.clocks.flops += float(self.n_params) * (
-            2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens)
+            2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens) + 2 * greedy_seq
         )
         # training row
         comp = gen.completion_mask[:, gen.prompt_width :]
@@ -190,7 +229,21 @@ class Trainer:
             "rollout/tokens": tokens,
             "rollout/prompts": d.prompts_per_rollout,
             "rollout/rounds": alloc.rounds,
+            "rollout/responses_in_gradient": int(needed.numel()),
+            **{f"rollout/{k}": v for k, v in alloc.stats.items()},
+            **(
+                {
+                    "rollout/greedy_responses": n_greedy,
+                    "rollout/greedy_tokens": greedy_tokens,
+                    "train/greedy_reward_mean": float(inputs.greedy_rewards.nanmean()),
+                }
+                if greedy is not None
+                else {}
+            ),
             **train_stats,
+            **{f"noise/{k}": v for k, v in per_sample.items()},
+            **self.grads.baseline_diagnostics(inputs, advantages),
+            **{f"opt/{k}": v for k, v in self.lr_rule.stats().items()},
             **{f"perf/{k}": round(v, 4) for k, v in perf.items()},
             "perf/responses_per_s": n / max(sum(perf.values()), 1e-9),
         }
@@ -304,7 +357,10 @@ class Trainer:
         rewards = self.task.score(gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()])
         scored = [x for x in rewards if x is not None]
         acc = sum(x >= 1.0 - 1e-9 for x in scored) / max(len(rewards), 1)
-        _, entropy = self._logprobs(self.model, gen, with_entropy=True)
+        if gen.entropies is not None:
+            entropy = gen.entropies[:, gen.prompt_width :]
+        else:
+            _, entropy = self._logprobs(self.model, gen, with_entropy=True)
         comp = gen.completion_mask[:, gen.prompt_width :]
         self.clocks.eval_responses += len(gen)
         row = {
@@ -336,20 +392,25 @@ class Trainer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _logprobs(self, model, gen: Generation, with_entropy: bool = False):
-        """Per-token log-probs (and entropies) of the completion columns, [N, Lc], in chunks."""
-        chunk = self.cfg.rollout.generation_batch_responses or len(gen)
+    def _rows_in_loss(self, advantages: torch.Tensor) -> torch.Tensor:
+        if self.cfg.optim.skip_zero_advantage and self.cfg.loss.kl_coef == 0:
+            return (advantages != 0).nonzero().squeeze(-1)
+        return torch.arange(advantages.numel())
+
+    def _logprobs(self, model, gen: Generation, rows: torch.Tensor | None = None, with_entropy: bool = False):
+        """Per-token log-probs (and entropies) of the completion columns, [N, Lc], for ``rows``
+        (default: all; the others stay 0), in chunks of ``rollout.generation_batch_responses``."""
         lc = gen.input_ids.shape[1] - gen.prompt_width
         logp = torch.zeros((len(gen), lc))
         ent = torch.zeros((len(gen), lc)) if with_entropy else None
+        todo = torch.arange(len(gen)) if rows is None or with_entropy else rows
+        chunk = self.cfg.rollout.generation_batch_responses or max(todo.numel(), 1)
         was_training = model.training
         model.eval()
         with torch.no_grad():
-            for s in range(0, len(gen), chunk):
-                rows = slice(s, s + chunk)
-                ids, mask, start = trim_padding(
-                    gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width
-                )
+            for s in range(0, todo.numel(), chunk):
+                sel = todo[s : s + chunk]
+                ids, mask, start = trim_padding(gen.input_ids[sel], gen.attention_mask[sel], gen.prompt_width)
                 lp, h = completion_logprobs(
                     model,
                     ids.to(self.device),
@@ -358,9 +419,9 @@ class Trainer:
                     self.cfg.rollout.temperature,
                     with_entropy,
                 )
-                logp[rows, : lp.shape[1]] = lp.cpu()
+                logp[sel, : lp.shape[1]] = lp.cpu()
                 if with_entropy:
-                    ent[rows, : h.shape[1]] = h.cpu()
+                    ent[sel, : h.shape[1]] = h.cpu()
         model.train(was_training)
         comp = gen.completion_mask[:, gen.prompt_width :]
         logp = torch.where(comp, logp, torch.zeros_like(logp))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .models import build_embedded_model, build_tokenizer, save_hf_dir
+from .models import build_embedded_model, build_tokenizer, encode_prompt, save_hf_dir
 
 FORMAT_VERSION = 1
 
@@ -66,7 +66,9 @@ def prepare_embedded(model_cfg, task, task_params, cache_dir: Path, log=print) -
         start = time.perf_counter()
         tokenizer = build_tokenizer()
         model = build_embedded_model(model_cfg.embedded, tokenizer)
-        report = supervised_warm_start(model, tokenizer, task, model_cfg.warm_start, log=log)
+        report = supervised_warm_start(
+            model, tokenizer, task, model_cfg.warm_start, log=log, prompt_format=model_cfg.prompt_format
+        )
         tmp = out.with_name(out.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         save_hf_dir(model, tokenizer, tmp)
@@ -79,7 +81,7 @@ def prepare_embedded(model_cfg, task, task_params, cache_dir: Path, log=print) -
         return out
 
 
-def supervised_warm_start(model, tokenizer, task, cfg, log=print) -> dict:
+def supervised_warm_start(model, tokenizer, task, cfg, log=print, prompt_format: str = "plain") -> dict:
     gen = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1.0 - s / max(cfg.steps, 1)))
@@ -96,7 +98,7 @@ def supervised_warm_start(model, tokenizer, task, cfg, log=print) -> dict:
             target = task.sft_completion(ex)
             if w:
                 target = cfg.deficit_prefix + target
-            p = tokenizer.encode(ex.prompt, add_special_tokens=True)
+            p = encode_prompt(tokenizer, ex.prompt, prompt_format)
             c = tokenizer.encode(target, add_special_tokens=False) + [eos]
             seqs.append(p + c)
             starts.append(len(p))

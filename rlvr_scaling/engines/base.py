@@ -39,6 +39,9 @@ class Generation:
     finished: torch.Tensor  # [N] bool: ended with EOS
     texts: list[str]  # decoded completions, EOS and padding removed
     prompt_width: int  # L_p: completions start at column L_p
+    # [N, L] float32 entropy of the sampling distribution at each completion token, where the engine
+    # can compute it (HF); None otherwise (the trainer then computes it in its log-prob pass).
+    entropies: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.prompt_index.numel())
@@ -58,6 +61,7 @@ class Generation:
             finished=self.finished[rows],
             texts=[self.texts[i] for i in rows.tolist()],
             prompt_width=self.prompt_width,
+            entropies=self.entropies[rows] if self.entropies is not None else None,
         )
 
     @staticmethod
@@ -86,6 +90,9 @@ class Generation:
             finished=torch.cat([p.finished for p in parts]),
             texts=[t for p in parts for t in p.texts],
             prompt_width=lp,
+            entropies=torch.cat([align(p.entropies, p, 0.0) for p in parts])
+            if all(p.entropies is not None for p in parts)
+            else None,
         )
 
 

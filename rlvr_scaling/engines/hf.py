@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from ..models import encode_prompt
 from ..registry import Registry
 from .base import Engine, Generation, SamplingParams
 
@@ -24,37 +25,49 @@ def position_ids_from_mask(mask: torch.Tensor) -> torch.Tensor:
 
 def sample_tokens(
     logits: torch.Tensor, params: SamplingParams, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Next tokens and their log-probs under softmax(logits / T). logits: [n, V] float32."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Next tokens, their log-probs and the entropy under softmax(logits / T). logits: [n, V] float32.
+
+    Greedy decoding reports log-probs and entropy at temperature 1.
+    """
     if params.greedy:
         logp = torch.log_softmax(logits, dim=-1)
         tokens = logits.argmax(dim=-1)
-        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1), entropy
     logp = torch.log_softmax(logits / params.temperature, dim=-1)
     probs = logp.exp()
+    entropy = -(probs * logp).sum(-1)
     if params.top_p < 1.0:
         sorted_p, order = probs.sort(dim=-1, descending=True)
         drop = sorted_p.cumsum(-1) - sorted_p > params.top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
     tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1), entropy
 
 
 @ENGINES.register("hf")
 class HFEngine(Engine):
-    def __init__(self, model, tokenizer, device: torch.device, max_batch_responses: int | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        device: torch.device,
+        max_batch_responses: int | None = None,
+        prompt_format: str = "plain",
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.max_batch = max_batch_responses
+        self.prompt_format = prompt_format
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
 
     def encode(self, prompts: list[str]) -> list[list[int]]:
-        # add_special_tokens: the tokenizer's own convention (a BOS for Llama-style and the embedded
-        # tokenizer, nothing for Qwen), the same convention the warm start and the trainer use.
-        return [self.tokenizer.encode(p, add_special_tokens=True) for p in prompts]
+        # models.encode_prompt: the one encoding every engine and the warm start use (model.prompt_format).
+        return [encode_prompt(self.tokenizer, p, self.prompt_format) for p in prompts]
 
     @torch.no_grad()
     def generate(self, prompts, counts, params, generator) -> Generation:
@@ -79,6 +92,11 @@ class HFEngine(Engine):
             ids[i, lp - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[i, lp - len(p) :] = 1
         ids, mask = ids.to(dev), mask.to(dev)
+        max_new = params.max_new_tokens
+        completion = torch.full((n, max_new), self.pad_id, dtype=torch.long, device=dev)
+        comp_logp = torch.zeros((n, max_new), device=dev)
+        comp_entropy = torch.zeros((n, max_new), device=dev)
+        lengths = torch.zeros(n, dtype=torch.long, device=dev)
         was_training = self.model.training
         self.model.eval()
         cache = DynamicCache(config=self.model.config)
@@ -90,39 +108,46 @@ class HFEngine(Engine):
             use_cache=True,
             logits_to_keep=1,
         )
-        next_pos = mask.sum(-1, keepdim=True) - 1  # [n, 1] position of the last prompt token
-        tokens_out, logps_out = [], []
-        alive = torch.ones(n, dtype=torch.bool, device=dev)
-        lengths = torch.zeros(n, dtype=torch.long, device=dev)
-        full_mask = mask
-        for _ in range(params.max_new_tokens):
+        # Rows still generating; finished rows are dropped from the batch and its KV cache, so a
+        # rollout whose answers stop early costs only what it generates.
+        active = torch.arange(n, device=dev)
+        act_mask = mask
+        next_pos = mask.sum(-1, keepdim=True) - 1
+        for t in range(max_new):
             logits = out.logits[:, -1, :].float()
-            tok, lp_tok = sample_tokens(logits, params, generator)
-            tok = torch.where(alive, tok, torch.full_like(tok, self.pad_id))
-            lp_tok = torch.where(alive, lp_tok, torch.zeros_like(lp_tok))
-            tokens_out.append(tok)
-            logps_out.append(lp_tok)
-            step_mask = alive.long()
-            lengths += step_mask
-            alive = alive & (tok != self.eos_id)
-            full_mask = torch.cat([full_mask, step_mask[:, None]], dim=1)
-            if not alive.any() or len(tokens_out) == params.max_new_tokens:
+            tok, lp_tok, ent = sample_tokens(logits, params, generator)
+            completion[active, t] = tok
+            comp_logp[active, t] = lp_tok
+            comp_entropy[active, t] = ent
+            lengths[active] += 1
+            alive = tok != self.eos_id
+            if t == max_new - 1 or not alive.any():
                 break
+            act_mask = torch.cat([act_mask, torch.ones_like(act_mask[:, :1])], dim=1)
             next_pos = next_pos + 1
+            if not alive.all():
+                keep = alive.nonzero().squeeze(-1)
+                active, tok, act_mask, next_pos = active[keep], tok[keep], act_mask[keep], next_pos[keep]
+                out.cache.batch_select_indices(keep)
             out = self.model(
                 input_ids=tok[:, None],
-                attention_mask=full_mask,
+                attention_mask=act_mask,
                 position_ids=next_pos,
                 cache=out.cache,
                 use_cache=True,
             )
         if was_training:
             self.model.train()
-        completion = torch.stack(tokens_out, dim=1).cpu()  # [n, Lc]
-        comp_logp = torch.stack(logps_out, dim=1).float().cpu()
-        comp_mask = full_mask[:, lp:].bool().cpu()
+        completion, comp_logp, comp_entropy = completion.cpu(), comp_logp.cpu(), comp_entropy.cpu()
         lengths = lengths.cpu()
-        finished = (completion == self.eos_id).any(dim=1) & comp_mask.any(dim=1)
+        width = max(int(lengths.max()), 1)
+        completion, comp_logp, comp_entropy = (
+            completion[:, :width],
+            comp_logp[:, :width],
+            comp_entropy[:, :width],
+        )
+        comp_mask = torch.arange(width)[None, :] < lengths[:, None]
+        finished = (completion == self.eos_id).any(dim=1)
         texts = []
         for i in range(n):
             toks = completion[i, : int(lengths[i])].tolist()
@@ -139,4 +164,5 @@ class HFEngine(Engine):
             finished=finished,
             texts=texts,
             prompt_width=lp,
+            entropies=torch.cat([torch.zeros((n, lp)), comp_entropy], dim=1),
         )

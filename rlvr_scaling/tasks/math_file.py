@@ -2,8 +2,11 @@
 
 Sources: JSON Lines (``.jsonl``), a JSON array (``.json``), Parquet (``.parquet``), or a
 ``datasets.save_to_disk`` folder of one split (only if the optional ``datasets`` package is installed).
-Nothing is downloaded. ``question_key`` / ``answer_key`` name the columns; the prompt is
-``prompt_template`` with ``{question}`` replaced (no other braces are interpreted, so LaTeX is safe).
+Nothing is downloaded. ``question_key`` / ``answer_key`` name the columns (``val_question_key`` /
+``val_answer_key`` those of ``val_path`` when it is another dataset, e.g. training on DeepMath and
+validating on MATH-500); a list-valued answer cell (OlympiadBench's ``final_answer``) is joined with
+", ". The prompt is ``prompt_template`` with ``{question}`` replaced (no other braces are interpreted,
+so LaTeX is safe). Presets for the usual datasets: ``conf/task/{gsm8k,math500,amc,olympiadbench,deepmath}``.
 
 Gold answers come from the answer column by ``answer_format`` (GSM8K ``#### 72``, the last
 ``\\boxed{...}`` with nested braces, or the plain field; ``auto`` picks per row; see
@@ -55,6 +58,8 @@ class MathFileTaskParams:
     val_path: Optional[str] = None  # held-out file; null = a seeded slice of `path`  # noqa: UP045
     question_key: str = "question"  # column holding the question
     answer_key: str = "answer"  # column holding the answer / worked solution
+    val_question_key: Optional[str] = None  # question column of val_path; null = question_key  # noqa: UP045
+    val_answer_key: Optional[str] = None  # answer column of val_path; null = answer_key  # noqa: UP045
     prompt_template: str = "Question: {question}\nAnswer:"  # must contain {question}
     answer_format: str = "auto"  # auto | gsm8k ("#### 72") | boxed ("\boxed{..}") | plain
     val_size: int = 256  # validation rows
@@ -70,7 +75,7 @@ class MathFileTaskParams:
         )
         _check_source(self.path, f"{prefix}.path", self, prefix)
         if self.val_path:
-            _check_source(self.val_path, f"{prefix}.val_path", self, prefix)
+            _check_source(self.val_path, f"{prefix}.val_path", self, prefix, val=True)
         check(
             "{question}" in self.prompt_template,
             f"{prefix}.prompt_template must contain {{question}} (got {self.prompt_template!r})",
@@ -96,7 +101,7 @@ def _datasets_available() -> bool:
     return True
 
 
-def _check_source(path: str, label: str, params: MathFileTaskParams, prefix: str) -> None:
+def _check_source(path: str, label: str, params: MathFileTaskParams, prefix: str, val: bool = False) -> None:
     """Cheap checks: the file exists, has a known format, and has the two columns."""
     if os.path.isdir(path):
         check(
@@ -114,6 +119,9 @@ def _check_source(path: str, label: str, params: MathFileTaskParams, prefix: str
     columns = _columns(path, label)
     for key_name in ("question_key", "answer_key"):
         key = getattr(params, key_name)
+        if val and getattr(params, f"val_{key_name}"):
+            key_name = f"val_{key_name}"
+            key = getattr(params, key_name)
         check(
             key in columns,
             f"{prefix}.{key_name}: column {key!r} not in {path} (columns: {', '.join(map(str, columns))})",
@@ -186,10 +194,19 @@ def read_rows(
         rows = _read_json(path, label)
         columns = {k: [row.get(k) for row in rows] for k in (question_key, answer_key)}
     return [
-        (str(q), str(a))
+        (str(q), _answer_text(a))
         for q, a in zip(columns[question_key], columns[answer_key])
         if q is not None and a is not None
     ]
+
+
+def _answer_text(value: Any) -> str:
+    """An answer cell as text: lists (OlympiadBench's ``final_answer``) joined with ", "."""
+    if hasattr(value, "tolist"):  # numpy arrays from Parquet readers
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 # ---------------------------------------------------------------------- the task
@@ -212,7 +229,12 @@ class MathFileTask(Task):
         rng = random.Random(params.seed)
         rows = self._load(params.path, "task.path")
         if params.val_path:
-            val_rows = self._load(params.val_path, "task.val_path")
+            val_rows = self._load(
+                params.val_path,
+                "task.val_path",
+                params.val_question_key or params.question_key,
+                params.val_answer_key or params.answer_key,
+            )
             if len(val_rows) > params.val_size:
                 val_rows = [val_rows[i] for i in sorted(rng.sample(range(len(val_rows)), params.val_size))]
             train_rows = rows
@@ -247,10 +269,13 @@ class MathFileTask(Task):
         self._val = [Example(r.prompt, r.gold, f"val:{j}") for j, r in enumerate(val_rows)]
         self._pool: VerifierPool | None = None
 
-    def _load(self, path: str, label: str) -> list[_Row]:
+    def _load(
+        self, path: str, label: str, question_key: str | None = None, answer_key: str | None = None
+    ) -> list[_Row]:
         p = self.params
+        question_key, answer_key = question_key or p.question_key, answer_key or p.answer_key
         out, dropped = [], 0
-        for question, answer in read_rows(path, p.question_key, p.answer_key, label):
+        for question, answer in read_rows(path, question_key, answer_key, label):
             gold = extract_gold(answer, p.answer_format)
             if not gold or len(gold) > MAX_ANSWER_CHARS:
                 dropped += 1
@@ -259,7 +284,7 @@ class MathFileTask(Task):
         check(
             bool(out),
             f"task.answer_format: no gold answer found in any row of {path} "
-            f"(answer_format={p.answer_format!r}, answer_key={p.answer_key!r})",
+            f"(answer_format={p.answer_format!r}, answer_key={answer_key!r})",
         )
         if dropped:
             log.warning(

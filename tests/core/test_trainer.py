@@ -62,7 +62,9 @@ def test_gradient_accumulation_and_zero_skipping_are_exact(cache_dir, components
         cfg.optim.micro_batch_responses = micro
         cfg.optim.skip_zero_advantage = skip
         got = _params_after(cfg, components, tmp_path, rollout)
-        torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-6)
+        # Adam normalises each coordinate, so rounding-level gradient differences can move a parameter
+        # by a small fraction of one step (lr = 1e-3): tolerate 1 % of a step.
+        torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-5)
     moved = _params_after(base, components, tmp_path, rollout)
     start = torch.cat([p.detach().flatten() for p in components.model.parameters()])
     assert (moved - start).abs().max() > 0  # the update did something

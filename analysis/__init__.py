@@ -1,0 +1,27 @@
+"""Fit the two clocks of a batch-size scaling study from logged runs.
+
+Pipeline (pure functions over tables, DESIGN.md §3 and §6)::
+
+    load (run directories | wandb offline | wandb API) -> RunRecord list + skipped list
+    clocks.build_tables                                 -> runs table, evals table
+    fit.fit_conditions                                  -> exponents (censored MLE + bootstrap)
+    report / plots                                      -> CSV, Markdown, PNG/PDF
+
+The package never imports the trainer; the run-directory contract of DESIGN.md §6 is the interface.
+Entry point: ``rlvr-analyze SOURCE --out DIR`` (:mod:`analysis.cli`).
+"""
+
+from analysis.clocks import build_tables
+from analysis.fit import FitResult, fit_power_law, kaplan_meier
+from analysis.load import LoadResult, RunRecord, SkippedRun, load_source
+
+__all__ = [
+    "FitResult",
+    "LoadResult",
+    "RunRecord",
+    "SkippedRun",
+    "build_tables",
+    "fit_power_law",
+    "kaplan_meier",
+    "load_source",
+]

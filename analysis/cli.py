@@ -1,0 +1,164 @@
+"""``rlvr-analyze``: exponents, tables, plots and a report from run directories or wandb.
+
+Examples::
+
+    rlvr-analyze runs/two_clock --out results/two_clock
+    rlvr-analyze wandb:my-entity/rlvr-scaling --group two_clock --out results/two_clock
+    rlvr-analyze runs/two_clock --clock tokens --targets 0.4 0.5 --ignore-keys train.max_responses
+
+Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
+evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``, ``skipped.csv``,
+``report.md`` and the PNG/PDF plots. Exit code 0 even when runs were skipped (they are listed in
+``skipped.csv`` and the report); 2 when the source holds no readable run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from analysis._parallel import default_jobs
+from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
+from analysis.load import load_source
+from analysis.report import compare_conditions, exponent_table, fit_conditions, plain_table, write_report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlvr-analyze",
+        description="Fit responses-to-target and responses-to-failure as power laws in the rollout size B.",
+    )
+    p.add_argument("source", help="folder of run directories (a sweep's output) or wandb:ENTITY/PROJECT")
+    p.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: analysis-out/<source name>)"
+    )
+    p.add_argument(
+        "--clock", choices=CLOCK_CHOICES, default="responses", help="clock the events are measured on"
+    )
+    p.add_argument("--targets", type=float, nargs="+", default=None, help="targets (default: eval.targets)")
+    p.add_argument("--interpolate", action="store_true", help="interpolate R_T linearly between evaluations")
+    p.add_argument(
+        "--resolution-frac", type=float, default=0.125, help="flag R_T when spacing or B > frac*R_T"
+    )
+    p.add_argument("--include-incomplete", action="store_true", help="fit running/preempted runs as censored")
+    p.add_argument(
+        "--condition-keys", nargs="+", default=None, metavar="KEY", help="keys defining a condition"
+    )
+    p.add_argument(
+        "--ignore-keys", nargs="+", default=[], metavar="KEY", help="keys left out of the condition"
+    )
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: Wald intervals only)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--compare-all", action="store_true", help="compare every pair of conditions")
+    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
+    p.add_argument(
+        "--from",
+        dest="prefer",
+        choices=("auto", "dirs", "wandb-offline"),
+        default="auto",
+        help="for a folder: run directories, wandb offline runs, or auto (run directories if any)",
+    )
+    p.add_argument("--group", default=None, help="only runs of this wandb group / run.sweep")
+    p.add_argument("--tag", action="append", default=[], help="only runs with this wandb tag (repeatable)")
+    p.add_argument(
+        "--filter", action="append", default=[], metavar="KEY=VALUE", help="only runs whose config matches"
+    )
+    p.add_argument("--base-url", default=None, help="wandb server for wandb: sources (self-hosted)")
+    p.add_argument("--jobs", type=int, default=default_jobs(), help="processes for reading and plotting")
+    p.add_argument("--quiet", action="store_true", help="print only the exponents table")
+    return p
+
+
+def run(args: argparse.Namespace, api=None) -> int:
+    start = time.perf_counter()
+    filters = {}
+    for item in args.filter:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"rlvr-analyze: --filter expects KEY=VALUE, got {item!r}", file=sys.stderr)
+            return 2
+        filters[key] = value
+    loaded = load_source(
+        args.source,
+        prefer=args.prefer,
+        group=args.group,
+        tags=tuple(args.tag),
+        filters=filters,
+        base_url=args.base_url,
+        api=api,
+        jobs=args.jobs,
+    )
+    opts = ClockOptions(
+        clock=args.clock,
+        targets=tuple(args.targets) if args.targets else None,
+        interpolate=args.interpolate,
+        resolution_frac=args.resolution_frac,
+        include_incomplete=args.include_incomplete,
+        condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
+        ignore_keys=tuple(args.ignore_keys),
+    )
+    tables = build_tables(loaded.runs, opts)
+    skipped = loaded.skipped + tables.skipped
+    messages = loaded.messages + tables.messages
+    if tables.runs.empty:
+        print(f"rlvr-analyze: no readable run in {args.source}", file=sys.stderr)
+        for m in messages:
+            print(f"  {m}", file=sys.stderr)
+        for s in skipped[:20]:
+            print(f"  skipped {s.run}: {s.reason}", file=sys.stderr)
+        return 2
+    out = args.out or Path("analysis-out") / (Path(args.source.split(":")[-1]).name or "source")
+    out.mkdir(parents=True, exist_ok=True)
+
+    exponents, fits = fit_conditions(
+        tables, n_boot=args.bootstrap, seed=args.seed, interpolated=args.interpolate
+    )
+    comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
+    tables.runs.to_csv(out / "runs.csv", index=False)
+    tables.runs.to_parquet(out / "runs.parquet", index=False)
+    tables.evals.to_csv(out / "evals.csv", index=False)
+    exponents.to_csv(out / "exponents.csv", index=False)
+    comparisons.to_csv(out / "comparisons.csv", index=False)
+    pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
+        out / "skipped.csv", index=False
+    )
+    plots: list[str] = []
+    if not args.no_plots:
+        from analysis.plots import plot_all  # matplotlib only when figures are wanted
+
+        plots = plot_all(out, tables, fits, tuple(args.formats), jobs=args.jobs)
+    options = {"clock": args.clock, "n_boot": args.bootstrap, "interpolate": args.interpolate}
+    write_report(out, args.source, tables, exponents, comparisons, skipped, messages, options, plots)
+
+    header, rows = exponent_table(exponents, tables.varying_keys)
+    print(plain_table(header, rows))
+    if not args.quiet:
+        for m in messages:
+            print(f"note: {m}")
+        if skipped:
+            print(f"skipped {len(skipped)} run(s) (see skipped.csv):")
+            for s in skipped[:10]:
+                print(f"  {s.run}: {s.reason}")
+        warned = exponents[exponents["warnings"].astype(bool)]
+        for r in warned.itertuples():
+            print(f"warning: {r.condition} {r.clock}: {r.warnings}")
+        n_fit = int(tables.runs["in_fit"].sum())
+        print(
+            f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
+            f"wrote {out} in {time.perf_counter() - start:.1f} s"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

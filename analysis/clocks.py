@@ -1,0 +1,382 @@
+"""Per-run clocks: responses-to-target and responses-to-failure, recomputed from the metrics rows.
+
+For each run (DESIGN.md §3):
+
+* **Responses-to-target** ``R_T(a)`` is the clock value of the *first evaluation row* whose
+  ``eval/accuracy >= a``. By default there is **no interpolation**: the true crossing lies somewhere in
+  ``(previous eval, this eval]``, and we report the right end, as the trainer does. ``interpolate=True``
+  replaces it by the linear interpolation between the two evaluations (flagged as such in the report).
+  A run that never reaches ``a`` is right-censored at its last evaluation. A target already met at
+  the step-0 evaluation (``R_T = 0``) cannot enter a log-space fit: it is kept in the table, noted,
+  and left out of that target's fit.
+* **Resolution-limited** points: reached at the first evaluation after step 0, or with an evaluation
+  spacing (or the rollout size B) larger than ``resolution_frac`` (default 1/8) of ``R_T``; they are
+  flagged and counted in the report, because their value is mostly the evaluation grid.
+* **Responses-to-failure** ``R_F``: ``status.json["failure"]["responses"]`` when the state is
+  ``failed`` (cross-checked against the last metrics row, which is where a failed run stops), else
+  right-censored at the final ``responses``.
+
+The values are recomputed from ``metrics.jsonl``; ``summary.json`` is only used to cross-check, and a
+disagreement sets ``summary_mismatch`` with a note. ``clock="tokens"|"flops"|"wall_seconds"`` reports
+the same events on another clock: the value of that clock in the same row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import (
+    CLOCKS,
+    DEFAULT_IGNORED_KEYS,
+    STATES,
+    RunReadError,
+    RunRecord,
+    SkippedRun,
+    as_float,
+    flatten_config,
+    get_path,
+    is_number,
+    key_matches,
+)
+
+CLOCK_CHOICES = ("responses", "tokens", "flops", "wall_seconds")
+
+
+@dataclass(frozen=True)
+class ClockOptions:
+    clock: str = "responses"  # which clock the events are measured on
+    targets: tuple[float, ...] | None = None  # None: union of every run's eval.targets
+    interpolate: bool = False  # linear interpolation between evaluations (off: first eval at/above)
+    resolution_frac: float = 0.125  # spacing or B above this fraction of R_T flags the point
+    include_incomplete: bool = False  # fit running/preempted/unknown runs as censored at last clock
+    condition_keys: tuple[str, ...] | None = None  # None: every key but DEFAULT_IGNORED_KEYS
+    ignore_keys: tuple[str, ...] = ()  # extra keys (or parents, or globs) left out of the condition
+
+
+@dataclass
+class Tables:
+    runs: pd.DataFrame  # one row per run
+    evals: pd.DataFrame  # one row per evaluation
+    targets: list[float]
+    condition_keys: list[str]
+    varying_keys: list[str]  # condition keys that differ between conditions
+    skipped: list[SkippedRun]
+    messages: list[str] = field(default_factory=list)
+
+
+def target_label(a: float) -> str:
+    return f"target:{a:g}"
+
+
+_NUMBER_TYPES = (int, float)
+
+
+def _num(value: Any) -> float:
+    number = as_float(value)
+    return math.nan if number is None else number
+
+
+def _column_of(rows: list[dict[str, Any]], key: str) -> list[float]:
+    """``[_num(row.get(key)) for row in rows]``, fast for the common case of plain numbers."""
+    nan = math.nan
+    return [
+        float(v) if type(v) in _NUMBER_TYPES else _num(v) if v is not None else nan
+        for v in (r.get(key) for r in rows)
+    ]
+
+
+def _config_targets(config: dict[str, Any]) -> list[float]:
+    targets = get_path(config, "eval.targets", [])
+    return [float(t) for t in targets if is_number(t)] if isinstance(targets, list) else []
+
+
+def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> tuple[dict, dict]:
+    """Compute one run's row of the runs table and its evaluation columns.
+
+    Raises :class:`RunReadError` for a run that cannot give any clock (no B, no evaluation).
+    """
+    notes = list(record.notes)
+    config, rows, summary = record.config, record.rows, record.summary or {}
+    derived = summary.get("derived") if isinstance(summary.get("derived"), dict) else {}
+    p_cfg, g_cfg = get_path(config, "rollout.prompts_per_rollout"), get_path(config, "rollout.group_size")
+    b_cfg = p_cfg * g_cfg if is_number(p_cfg) and is_number(g_cfg) else None
+    size = derived.get("responses_per_rollout")
+    if not (is_number(size) and size > 0):
+        if b_cfg is None:
+            raise RunReadError("rollout size B unknown (no summary derived B, no P and G in config)")
+        size = b_cfg
+        notes.append("B taken from config P x G (no derived B in summary)")
+    elif b_cfg is not None and b_cfg != size:
+        notes.append(f"derived B={size} differs from config P x G={b_cfg}")
+
+    status = record.status if isinstance(record.status, dict) else None
+    state = status.get("state") if status else None
+    if state not in STATES:
+        if status is not None:
+            notes.append(f"status state {state!r} not understood")
+        state = "unknown"
+    incomplete = state not in ("completed", "failed")
+    if incomplete:
+        notes.append(f"incomplete run (state {state})")
+
+    # evaluation rows, in clock order; a non-numeric accuracy drops the row, NaN keeps it (no crossing)
+    evals, accuracies = [], []
+    dropped = 0
+    for row in rows:
+        if "eval/accuracy" in row:
+            value = as_float(row["eval/accuracy"])
+            if value is None:
+                dropped += 1
+            else:
+                evals.append(row)
+                accuracies.append(value)
+    if dropped:
+        notes.append(f"{dropped} evaluation row(s) with non-numeric eval/accuracy dropped")
+    if not evals:
+        raise RunReadError("no evaluation rows")
+    acc = np.array(accuracies)
+    if not np.isfinite(acc).all():
+        notes.append(f"{int((~np.isfinite(acc)).sum())} non-finite eval/accuracy value(s)")
+    resp = np.array([float(r["responses"]) for r in evals])
+    clk = resp if opts.clock == "responses" else np.array(_column_of(evals, opts.clock))
+    if not np.isfinite(clk).all():
+        notes.append(f"clock '{opts.clock}' missing or non-numeric in some evaluation rows")
+
+    out: dict[str, Any] = {
+        "run": record.run,
+        "name": record.name,
+        "source": record.source,
+        "path": record.path,
+        "group": record.group,
+        "state": state,
+        "incomplete": incomplete,
+        "in_fit": (not incomplete) or opts.include_incomplete,
+        "B": float(size),
+        "P": _num(derived.get("prompts_per_rollout", p_cfg)),
+        "G": _num(derived.get("group_size", g_cfg)),
+        "K": _num(derived.get("steps_per_rollout", get_path(config, "optim.steps_per_rollout"))),
+        "lr": _num(derived.get("lr")),
+        "seed": config.get("seed") if is_number(config.get("seed")) else None,
+        "budget": _num(get_path(config, "train.max_responses")),
+        "lr_rule": get_path(config, "lr.rule"),
+        "lr_power": _num(get_path(config, "lr.power")),
+        "clock_unit": opts.clock,
+        "final_responses": float(rows[-1]["responses"]),
+        "n_evals": len(evals),
+        "best_accuracy": float(np.nanmax(acc)) if np.isfinite(acc).any() else math.nan,
+        "final_accuracy": float(acc[-1]),
+    }
+    mismatch = False
+    summary_targets = summary.get("targets") if isinstance(summary.get("targets"), dict) else {}
+    by_value = {}
+    for key, value in summary_targets.items():
+        try:
+            by_value[float(key)] = value
+        except ValueError:
+            continue
+    hits = acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
+    for j, a in enumerate(targets):
+        label = target_label(a)
+        idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
+        limited, value, censored, interpolated = False, float(clk[-1]), True, False
+        if idx >= 0:
+            censored, value = False, float(clk[idx])
+            if resp[idx] <= 0:
+                notes.append(f"{label} already met at step 0; left out of its fit")
+            else:
+                spacing = resp[idx] - resp[idx - 1] if idx > 0 else resp[idx]
+                limited = (
+                    idx == 0
+                    or (idx == 1 and resp[0] <= 0)
+                    or spacing > opts.resolution_frac * resp[idx]
+                    or size > opts.resolution_frac * resp[idx]
+                )
+                if opts.interpolate and idx > 0 and acc[idx] > acc[idx - 1]:
+                    frac = (a - acc[idx - 1]) / (acc[idx] - acc[idx - 1])
+                    value = float(clk[idx - 1] + frac * (clk[idx] - clk[idx - 1]))
+                    interpolated = True
+        out[label] = value
+        out[f"{label}:censored"] = censored
+        out[f"{label}:resolution_limited"] = limited
+        out[f"{label}:interpolated"] = interpolated
+        reported = by_value.get(a)
+        if isinstance(reported, dict):
+            rep_resp, rep_reached = reported.get("responses"), reported.get("reached")
+            ours = None if censored else float(resp[idx])
+            if bool(rep_reached) != (not censored) or (
+                ours is not None and (not is_number(rep_resp) or float(rep_resp) != ours)
+            ):
+                mismatch = True
+                notes.append(f"summary.json {label}: {rep_resp} (reached={rep_reached}), recomputed {ours}")
+
+    last = rows[-1]
+    failure = status.get("failure") if status else None
+    detector = None
+    if state == "failed":
+        censored_f = False
+        at = float(last["responses"])
+        if isinstance(failure, dict):
+            detector = failure.get("detector")
+            if is_number(failure.get("responses")):
+                at = float(failure["responses"])
+                if at != float(last["responses"]):
+                    notes.append(f"failure.responses={at:g} but metrics end at {float(last['responses']):g}")
+            else:
+                notes.append("failure.responses missing; last metrics row used")
+        else:
+            notes.append("state failed without a failure record; last metrics row used")
+        row_at = last
+        for row in reversed(rows):
+            if float(row["responses"]) <= at:
+                row_at = row
+                break
+        value_f = at if opts.clock == "responses" else _num(row_at.get(opts.clock))
+    else:
+        censored_f, at = True, float(last["responses"])
+        value_f = at if opts.clock == "responses" else _num(last.get(opts.clock))
+    clocks = status.get("clocks") if status else None
+    if isinstance(clocks, dict) and is_number(clocks.get("responses")):
+        if float(clocks["responses"]) > float(last["responses"]):
+            notes.append(
+                f"metrics end at responses={float(last['responses']):g} before status clocks "
+                f"({float(clocks['responses']):g}): metrics truncated"
+            )
+    rep_fail = summary.get("failure") if isinstance(summary.get("failure"), dict) else None
+    if rep_fail is not None:
+        rep_at, rep_failed = rep_fail.get("responses"), rep_fail.get("failed")
+        if bool(rep_failed) != (not censored_f) or (
+            not censored_f and (not is_number(rep_at) or float(rep_at) != at)
+        ):
+            mismatch = True
+            notes.append(f"summary.json failure: {rep_at} (failed={rep_failed}), recomputed {at:g}")
+    out["failure"] = value_f
+    out["failure:censored"] = censored_f
+    out["failure:detector"] = detector
+    out["summary_mismatch"] = mismatch
+    out["notes"] = "; ".join(notes)
+
+    eval_cols: dict[str, list] = {"responses": list(resp), "eval/accuracy": list(acc)}
+    for name in CLOCKS:
+        if name != "responses":
+            eval_cols[name] = _column_of(evals, name)
+    extra = sorted(k for k in set().union(*evals) if k.startswith("eval/") and k != "eval/accuracy")
+    for name in extra:
+        eval_cols[name] = _column_of(evals, name)
+    return out, eval_cols
+
+
+def _canonical(value: Any) -> tuple:
+    """Grouping identity of a flattened config value: 8 and 8.0 are one setting, True and 1 are not."""
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", float(value)) if value == value else ("n", "nan")
+    return ("s", str(value))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "null" if value is None else str(value)
+
+
+def condition_slug(label: str) -> str:
+    """A file-name-safe form of a condition label (long labels end in a short hash)."""
+    slug = re.sub(r"[^A-Za-z0-9._=+-]+", "_", label).strip("_") or "all"
+    if len(slug) > 80:
+        slug = slug[:64] + "_" + hashlib.sha1(label.encode()).hexdigest()[:8]
+    return slug
+
+
+def _column(values: list[Any]) -> list[Any] | pd.Series:
+    """Numbers stay numeric, booleans boolean, anything mixed becomes text (Parquet needs one type)."""
+    present = [v for v in values if v is not None]
+    if (
+        present
+        and len(present) == len(values)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    ):
+        return pd.Series(values, dtype="int64")
+    if present and all(is_number(v) for v in present):
+        return pd.Series([math.nan if v is None else float(v) for v in values], dtype="float64")
+    if present and all(isinstance(v, bool) for v in present) and len(present) == len(values):
+        return pd.Series(values, dtype="bool")
+    return pd.Series([None if v is None else _fmt(v) for v in values], dtype="object")
+
+
+def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> Tables:
+    """Runs table (one row per run) and evaluations table (one row per evaluation) with conditions.
+
+    The condition of a run is the tuple of its condition-key values (default: every flattened config
+    key except ``seed``, ``rollout.prompts_per_rollout`` and everything under ``logger.``/``run.``);
+    runs that differ only in B and seed share a condition and one fit.
+    """
+    opts = opts or ClockOptions()
+    if opts.clock not in CLOCK_CHOICES:
+        raise ValueError(f"clock must be one of {CLOCK_CHOICES}, got {opts.clock!r}")
+    targets = sorted(set(opts.targets or [t for r in records for t in _config_targets(r.config)]))
+    rows, eval_parts, kept, skipped = [], [], [], []
+    for record in records:
+        try:
+            row, ev = run_clocks(record, targets, opts)
+        except RunReadError as err:
+            skipped.append(SkippedRun(record.run, record.path, str(err)))
+            continue
+        rows.append(row)
+        eval_parts.append(ev)
+        kept.append(record)
+
+    flats = [flatten_config(r.config) for r in kept]
+    all_keys = sorted({k for flat in flats for k in flat})
+    if opts.condition_keys is not None:
+        keys = [k for k in all_keys if any(key_matches(k, p) for p in opts.condition_keys)]
+    else:
+        ignored = DEFAULT_IGNORED_KEYS + tuple(opts.ignore_keys)
+        keys = [k for k in all_keys if not any(key_matches(k, p) for p in ignored)]
+    canon = [tuple(_canonical(flat.get(k)) for k in keys) for flat in flats]
+    varying = [k for i, k in enumerate(keys) if len({c[i] for c in canon}) > 1]
+    labels: dict[tuple, str] = {}
+    for flat, c in zip(flats, canon):
+        if c not in labels:
+            label = "__".join(f"{k}={_fmt(flat.get(k))}" for k in varying) or "all"
+            while label in labels.values():
+                label += "+"
+            labels[c] = label
+
+    runs = pd.DataFrame(rows)
+    messages: list[str] = []
+    if not rows:
+        return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages)
+    runs.insert(1, "condition", [labels[c] for c in canon])
+    reserved = set(runs.columns)
+    for k in keys:
+        runs[f"config.{k}" if k in reserved else k] = _column([flat.get(k) for flat in flats])
+    sizes = runs.groupby("condition")["B"].nunique()
+    if len(sizes) > 1 and (sizes == 1).all():
+        messages.append(
+            "every condition has a single rollout size: a key that changes with B splits the sweep; "
+            f"keys differing between conditions: {', '.join(varying)} (pass --ignore-keys KEY)"
+        )
+
+    n_evals = [len(ev["responses"]) for ev in eval_parts]
+    evals = pd.DataFrame(
+        {
+            "run": np.repeat(runs["run"].to_numpy(dtype=object), n_evals),
+            "condition": np.repeat(runs["condition"].to_numpy(dtype=object), n_evals),
+            "B": np.repeat(runs["B"].to_numpy(), n_evals),
+            "seed": np.repeat(runs["seed"].to_numpy(dtype=object), n_evals),
+        }
+    )
+    eval_keys = sorted({k for ev in eval_parts for k in ev}, key=lambda k: (k.startswith("eval/"), k))
+    for k in eval_keys:
+        evals[k] = np.concatenate(
+            [np.asarray(ev.get(k, [math.nan] * n), float) for ev, n in zip(eval_parts, n_evals)]
+        )
+    return Tables(runs, evals, targets, keys, varying, skipped, messages)

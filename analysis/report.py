@@ -1,0 +1,341 @@
+"""Exponent tables, comparisons between conditions, and the files written into the output folder.
+
+``exponents.csv`` has one row per condition and clock (``target:<a>`` or ``failure``) with the
+condition's config keys as columns and the fit of :func:`analysis.fit.fit_power_law`. Next to every
+exponent stand the **theory** reference values of the square-root learning-rate rule
+(``lr.rule=power``, ``lr.power=0.5``); they are labelled as theory, not measurements:
+
+* ``theory_noise_dominated`` = 0 and ``theory_curvature_dominated`` = 0.5 for target clocks: when
+  gradient noise dominates, the square-root rule keeps progress per response constant in B (alpha -> 0);
+  when curvature dominates, the step cannot grow with sqrt(B) and each update buys progress of a
+  single step, so alpha -> 0.5;
+* ``theory`` for the failure clock: if failure tracks the accumulated ``sum eta^2`` over updates, then
+  with ``K/B`` updates per response and ``eta ∝ B**p`` the sum after R responses is ``∝ R * B**(2p-1)``,
+  so ``R_F ∝ B**(1-2p)``: gamma = 0 under the square-root rule (given for any power rule ``p``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.clocks import Tables, target_label
+from analysis.fit import FitResult, difference_interval, fit_power_law
+from analysis.load import SkippedRun
+
+STAT_COLUMNS = [
+    "clock",
+    "exponent",
+    "ci_low",
+    "ci_high",
+    "n_runs",
+    "n_censored",
+    "n_sizes",
+    "prefactor",
+    "sigma",
+    "wald_low",
+    "wald_high",
+    "ci_method",
+    "n_seeds_min",
+    "n_resolution_limited",
+    "n_boot",
+    "n_boot_failed",
+    "clock_unit",
+    "interpolated",
+    "theory_noise_dominated",
+    "theory_curvature_dominated",
+    "theory",
+    "warnings",
+]
+
+
+def clocks_of(tables: Tables) -> list[str]:
+    return [target_label(a) for a in tables.targets] + ["failure"]
+
+
+def theory_values(clock: str, rule, power) -> tuple[float, float, float]:
+    """``(noise_dominated, curvature_dominated, theory)`` reference exponents; NaN where none applies."""
+    sqrt_rule = rule == "power" and power == 0.5
+    if clock == "failure":
+        return math.nan, math.nan, (1.0 - 2.0 * power) if rule == "power" and np.isfinite(power) else math.nan
+    return (0.0, 0.5, math.nan) if sqrt_rule else (math.nan, math.nan, math.nan)
+
+
+def fit_conditions(
+    tables: Tables, n_boot: int = 1000, seed: int = 0, interpolated: bool = False
+) -> tuple[pd.DataFrame, dict[tuple[str, str], FitResult]]:
+    """Fit every condition and clock; returns the exponents table and the fits (for plots)."""
+    runs = tables.runs
+    rows, fits = [], {}
+    key_columns = [c for c in runs.columns if c in tables.condition_keys or c.startswith("config.")]
+    for ci, (condition, group) in enumerate(runs.groupby("condition", sort=True)):
+        fitted = group[group["in_fit"]]
+        first = group.iloc[0]
+        for ki, clock in enumerate(clocks_of(tables)):
+            fit = fit_power_law(
+                fitted["B"], fitted[clock], fitted[f"{clock}:censored"], n_boot=n_boot, rng=[seed, ci, ki]
+            )
+            left_out = len(group) - len(fitted)
+            if left_out:
+                fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
+            fits[(condition, clock)] = fit
+            limited = 0
+            if clock != "failure":
+                observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
+                limited = int(observed[f"{clock}:resolution_limited"].sum())
+                if limited:
+                    fit.warnings.append(f"{limited} resolution-limited point(s)")
+            noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
+            row = {"condition": condition}
+            row.update({k: first[k] for k in key_columns})
+            row.update(
+                clock=clock,
+                exponent=fit.exponent,
+                ci_low=fit.ci_low,
+                ci_high=fit.ci_high,
+                n_runs=fit.n_runs,
+                n_censored=fit.n_censored,
+                n_sizes=fit.n_sizes,
+                prefactor=fit.prefactor,
+                sigma=fit.sigma,
+                wald_low=fit.wald_low,
+                wald_high=fit.wald_high,
+                ci_method=fit.ci_method,
+                n_seeds_min=fit.n_seeds_min,
+                n_resolution_limited=limited,
+                n_boot=fit.n_boot,
+                n_boot_failed=fit.n_boot_failed,
+                clock_unit=first["clock_unit"],
+                interpolated=interpolated and clock != "failure",
+                theory_noise_dominated=noise,
+                theory_curvature_dominated=curvature,
+                theory=theory,
+                warnings="; ".join(fit.warnings),
+            )
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["condition", *key_columns, *STAT_COLUMNS]), fits
+
+
+def compare_conditions(
+    exponents: pd.DataFrame, fits: dict, varying: list[str], all_pairs: bool = False
+) -> pd.DataFrame:
+    """Differences of exponents between conditions, per clock, with bootstrap and Wald intervals.
+
+    By default only pairs of conditions that differ in exactly one config key are compared (e.g.
+    ``lr.ref_lr`` 1e-6 vs 1e-5 with everything else equal); ``all_pairs`` compares every pair.
+    """
+    columns = [
+        "clock",
+        "condition_a",
+        "condition_b",
+        "differs_in",
+        "value_a",
+        "value_b",
+        "exponent_a",
+        "exponent_b",
+        "difference",
+        "ci_low",
+        "ci_high",
+        "p_boot",
+        "wald_low",
+        "wald_high",
+    ]
+    rows = []
+    cols = [k for k in varying if k in exponents.columns]
+    for clock, group in exponents.groupby("clock", sort=False):
+        recs = group.to_dict("records")
+        for a, b in itertools.combinations(recs, 2):
+            differ = [k for k in cols if not _same(a[k], b[k])]
+            if not all_pairs and len(differ) != 1:
+                continue
+            if len(differ) == 1 and _less(b[differ[0]], a[differ[0]]):
+                a, b = b, a  # a is the smaller value of the key that changes
+            fa, fb = fits[(a["condition"], clock)], fits[(b["condition"], clock)]
+            low, high, p, se = difference_interval(fa, fb)
+            diff = fb.exponent - fa.exponent
+            rows.append(
+                {
+                    "clock": clock,
+                    "condition_a": a["condition"],
+                    "condition_b": b["condition"],
+                    "differs_in": ",".join(differ),
+                    "value_a": ",".join(str(a[k]) for k in differ),
+                    "value_b": ",".join(str(b[k]) for k in differ),
+                    "exponent_a": fa.exponent,
+                    "exponent_b": fb.exponent,
+                    "difference": diff,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "p_boot": p,
+                    "wald_low": diff - 1.959963984540054 * se,
+                    "wald_high": diff + 1.959963984540054 * se,
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _less(a, b) -> bool:
+    try:
+        return float(a) < float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b or (a is None and b is None)
+
+
+def _f(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if isinstance(value, float):
+        return (
+            f"{value:.{digits}g}" if abs(value) >= 1000 or (0 < abs(value) < 1e-3) else f"{value:.{digits}f}"
+        )
+    return str(value)
+
+
+def exponent_table(exponents: pd.DataFrame, varying: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the human-readable exponent table (varying keys only)."""
+    header = [
+        *(varying or ["condition"]),
+        "clock",
+        "exponent",
+        "95% CI",
+        "Wald CI",
+        "runs",
+        "censored",
+        "sizes",
+        "theory (sqrt rule)",
+    ]
+    body = []
+    for r in exponents.to_dict("records"):
+        if r["clock"] == "failure":
+            theory = f"γ≈{_f(r['theory'], 2)}" if np.isfinite(r["theory"]) else "–"
+        elif np.isfinite(r["theory_noise_dominated"]):
+            theory = f"α→{_f(r['theory_noise_dominated'], 1)} (noise) / {_f(r['theory_curvature_dominated'], 1)} (curv.)"
+        else:
+            theory = "–"
+        body.append(
+            [
+                *([str(r[k]) for k in varying] if varying else [str(r["condition"])]),
+                r["clock"],
+                _f(r["exponent"]),
+                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" + (" (Wald)" if r["ci_method"] == "wald" else ""),
+                f"[{_f(r['wald_low'])}, {_f(r['wald_high'])}]",
+                str(r["n_runs"]),
+                str(r["n_censored"]),
+                str(r["n_sizes"]),
+                theory,
+            ]
+        )
+    return header, body
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = [[c.replace("|", "\\|") for c in row] for row in [header, *rows]]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+    return "\n".join(lines)
+
+
+def plain_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def write_report(
+    out: Path,
+    source: str,
+    tables: Tables,
+    exponents: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    skipped: list[SkippedRun],
+    messages: list[str],
+    options: dict,
+    plots: list[str],
+) -> str:
+    """Write ``report.md`` and return its text."""
+    runs = tables.runs
+    n_limited = int(sum(runs[f"{target_label(a)}:resolution_limited"].sum() for a in tables.targets))
+    lines = [
+        "# Two-clock scaling fits",
+        "",
+        f"Source: `{source}`; clock: **{options.get('clock', 'responses')}**; "
+        f"bootstrap resamples: {options.get('n_boot')}; targets: {', '.join(f'{a:g}' for a in tables.targets)}.",
+        "",
+        f"- runs analysed: {len(runs)} (in fits: {int(runs['in_fit'].sum())}, "
+        f"incomplete: {int(runs['incomplete'].sum())}); skipped: {len(skipped)}",
+        f"- conditions: {runs['condition'].nunique()} (keys that differ: {', '.join(tables.varying_keys) or 'none'})",
+        f"- resolution-limited target points: {n_limited}; runs disagreeing with summary.json: "
+        f"{int(runs['summary_mismatch'].sum())}",
+    ]
+    if options.get("interpolate"):
+        lines.append("- responses-to-target **linearly interpolated** between evaluations (not the default)")
+    lines += [f"- note: {m}" for m in messages]
+    header, body = exponent_table(exponents, tables.varying_keys)
+    lines += [
+        "",
+        "## Exponents",
+        "",
+        "R_T(B) = c·B^α per target and R_F(B) = d·B^γ, censored log-normal (Tobit) maximum likelihood; "
+        "95 % CI by bootstrap over seeds within each B. The last column is **theory**, not a measurement: "
+        "the square-root rule's reference values (α → 0 noise-dominated, α → 0.5 curvature-dominated; "
+        "γ ≈ 0 when failure tracks Σ η²).",
+        "",
+        markdown_table(header, body),
+    ]
+    warned = exponents[exponents["warnings"].astype(bool)]
+    if len(warned):
+        lines += ["", "### Warnings", ""]
+        lines += [f"- `{r.condition}` {r.clock}: {r.warnings}" for r in warned.itertuples()]
+    if len(comparisons):
+        lines += ["", "## Comparisons between conditions", ""]
+        rows = [
+            [
+                r.clock,
+                f"{r.differs_in}: {r.value_a} → {r.value_b}",
+                _f(r.exponent_a),
+                _f(r.exponent_b),
+                _f(r.difference),
+                f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
+                "<0.001" if r.p_boot < 0.001 else _f(r.p_boot),
+            ]
+            for r in comparisons.itertuples()
+        ]
+        lines.append(markdown_table(["clock", "change", "a", "b", "b − a", "95% CI", "p (bootstrap)"], rows))
+    if skipped:
+        lines += ["", "## Skipped runs", ""]
+        lines += [f"- `{s.run}`: {s.reason}" for s in skipped]
+    flagged = runs[runs["notes"].astype(bool)]
+    if len(flagged):
+        lines += ["", "## Runs with notes", ""]
+        lines += [f"- `{r.run}` ({r.state}): {r.notes}" for r in flagged.itertuples()]
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{p}]({p})" for p in plots if p.endswith(".png")]
+    lines += [
+        "",
+        "## Method",
+        "",
+        "Responses-to-target is the clock at the first evaluation with accuracy ≥ target (no interpolation "
+        "unless stated above); runs that never reach it are right-censored at their last evaluation. "
+        "Responses-to-failure is the clock at the recorded failure; runs that never fail are right-censored "
+        "at their final clock. Both are recomputed from metrics.jsonl and checked against summary.json. "
+        "The fit is log R = log c + α log B + σ ε, ε ~ N(0,1), with censored runs entering through their "
+        "log-survival (log-normal accelerated failure time). Bootstrap replicates are inflated by the "
+        "within-size resampling correction sqrt(n/(n−1)); see `analysis/fit.py` and `docs/analysis.md`.",
+        "",
+    ]
+    text = "\n".join(lines)
+    (out / "report.md").write_text(text)
+    return text

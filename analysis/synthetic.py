@@ -1,0 +1,378 @@
+"""Synthetic runs with known exponents, to test the analysis and to validate a setup.
+
+Writes complete run directories in the trainer's format (DESIGN.md §6: ``config.yaml``, ``.hydra/``,
+``metrics.jsonl``, ``status.json``, ``summary.json``, ``checkpoints/``), and optionally the same runs as
+wandb offline runs (logged the way the trainer logs them). Run ``rlvr-analyze`` on the folder and the
+exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json``::
+
+    python -m analysis.synthetic runs/synth --alpha 0.3 --gamma 0.0 --sizes 32 64 128 256 --seeds 3
+    rlvr-analyze runs/synth --out runs/synth-analysis
+
+Model of one run with rollout size B (seed i):
+
+* time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)``, validation accuracy
+  ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses, so the
+  continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
+  with ``kappa(a) = -log(1 - (a - acc_start) / (acc_max - acc_start))`` and ``a0`` the first target:
+  every target has exponent ``alpha``, the first one prefactor ``c``;
+* failure at ``d * B**gamma * exp(failure_sigma * eps')`` responses (``gamma=None``: never fails);
+* rollouts of B responses until ``train.max_responses`` (budget-based censoring) or the failure;
+  an evaluation at step 0, at the first rollout boundary past every multiple of ``eval_every``
+  responses, and at the end; a failing run stops at the rollout where the detector fires, before its
+  evaluation. Measured clocks are therefore quantised to the evaluation grid, like real ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    sizes: tuple[int, ...] = (32, 64, 128, 256)  # rollout sizes B
+    seeds: int = 3  # runs per size
+    alpha: float = 0.3  # exponent of responses-to-target (all targets)
+    prefactor: float = 2000.0  # c: median responses to the first target is c * B**alpha
+    sigma: float = 0.25  # log-normal scatter of responses-to-target
+    gamma: float | None = 0.0  # exponent of responses-to-failure; None: no run fails
+    failure_prefactor: float = 20000.0  # d: median responses to failure is d * B**gamma
+    failure_sigma: float = 0.4  # log-normal scatter of responses-to-failure
+    targets: tuple[float, ...] = (0.3, 0.5)  # eval.targets
+    budget: int = 30000  # train.max_responses: runs still going there are censored
+    eval_every: int = 256  # eval.every_responses
+    group_size: int = 8  # G (P = B / G)
+    steps_per_rollout: int = 8  # K
+    acc_start: float = 0.05  # accuracy at step 0
+    acc_max: float = 0.8  # accuracy plateau
+    acc_noise: float = 0.0  # sd of additive noise on each evaluation (0: smooth curves)
+    seed: int = 0  # random seed of the whole sweep
+    overrides: tuple[tuple[str, Any], ...] = ()  # dotted config keys setting the condition
+    sweep: str = "synthetic"  # run.sweep (the wandb group)
+    train_rows: str = "eval"  # "eval": one train row per evaluation (small files); "all": every rollout
+
+
+@dataclass
+class SyntheticRun:
+    config: dict[str, Any]
+    rows: list[dict[str, Any]]
+    status: dict[str, Any]
+    summary: dict[str, Any]
+    truth: dict[str, Any] = field(default_factory=dict)  # continuous and expected measured clocks
+
+
+def _kappa(a: float, spec: SyntheticSpec) -> float:
+    frac = (a - spec.acc_start) / (spec.acc_max - spec.acc_start)
+    if not 0 < frac < 1:
+        raise ValueError(f"target {a} outside (acc_start, acc_max)")
+    return -math.log1p(-frac)
+
+
+def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        config = config.setdefault(part, {})
+    config[parts[-1]] = value
+
+
+def make_config(spec: SyntheticSpec, size: int, seed: int) -> dict[str, Any]:
+    """A config with the trainer's tree (DESIGN.md §2, §6), the condition set by ``spec.overrides``."""
+    group = min(spec.group_size, size)
+    if size % group:
+        raise ValueError(f"B={size} is not a multiple of group_size={group}")
+    suffix = "".join(f"_{k.split('.')[-1]}{v}" for k, v in spec.overrides)
+    config: dict[str, Any] = {
+        "seed": seed,
+        "model": {"name": "tiny-llama", "hidden_size": 128, "num_layers": 4},
+        "task": {"name": "chain_sum", "train_size": 10000, "eval_size": 128},
+        "rollout": {
+            "prompts_per_rollout": size // group,
+            "group_size": group,
+            "engine": "hf",
+            "temperature": 1.0,
+            "max_new_tokens": 16,
+        },
+        "optim": {"name": "adamw", "steps_per_rollout": spec.steps_per_rollout, "epochs": 1},
+        "lr": {"rule": "power", "ref_lr": 1.0e-6, "ref_responses": 64, "power": 0.5},
+        "loss": {"clip": None, "kl_coef": 0.0, "aggregation": "token_mean"},
+        "baseline": {"name": "grpo", "scale": "group_std"},
+        "allocator": {"name": "uniform"},
+        "eval": {
+            "every_responses": spec.eval_every,
+            "targets": list(spec.targets),
+            "size": 128,
+            "samples": 1,
+        },
+        "failure": {
+            "non_finite": {},
+            "accuracy_collapse": {"drop_frac": 0.5, "min_peak": 0.2},
+            "reward_collapse": {"drop_frac": 0.5, "min_peak": 0.2},
+            "kl_blowup": None,
+            "entropy_collapse": None,
+        },
+        "train": {"max_responses": spec.budget, "stop_at_targets": False},
+        "logger": {"wandb": {"mode": "offline", "project": "rlvr-scaling"}},
+        "run": {"sweep": spec.sweep, "name": f"B{size}_seed{seed}{suffix}", "threads": 1, "device": "cpu"},
+    }
+    for key, value in spec.overrides:
+        _set(config, key, value)
+    return config
+
+
+def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
+    """All runs of one condition: every size times ``spec.seeds`` seeds."""
+    rng = np.random.default_rng(spec.seed)
+    kappas = [_kappa(a, spec) for a in spec.targets]
+    runs = []
+    for size in spec.sizes:
+        for seed in range(spec.seeds):
+            rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * rng.standard_normal())
+            rf = math.inf
+            if spec.gamma is not None:
+                rf = (
+                    spec.failure_prefactor
+                    * size**spec.gamma
+                    * math.exp(spec.failure_sigma * rng.standard_normal())
+                )
+            noise_seed = int(rng.integers(2**31))
+            runs.append(_one_run(spec, size, seed, rt0 / kappas[0], rf, kappas, noise_seed))
+    return runs
+
+
+def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
+    config = make_config(spec, size, seed)
+    rng = np.random.default_rng(noise_seed)
+    lr = config["lr"]["ref_lr"] * (size / config["lr"]["ref_responses"]) ** config["lr"]["power"]
+    n_rollouts = math.ceil(spec.budget / size)
+    fail_at = math.ceil(rf / size) if math.isfinite(rf) else None
+    failed = fail_at is not None and fail_at <= n_rollouts
+    last = fail_at if failed else n_rollouts
+    tokens_per_response = 24.0 * math.exp(0.1 * rng.standard_normal())
+
+    def clocks(k: int, n_evals: int) -> dict[str, Any]:
+        tokens = round(k * size * tokens_per_response)
+        return {
+            "rollout": k,
+            "responses": k * size,
+            "tokens": tokens,
+            "optimizer_steps": k * spec.steps_per_rollout,
+            "wall_seconds": round(k * (0.5 + 0.01 * size), 3),
+            "flops": float(8.0e6 * tokens),
+            "eval_responses": n_evals * 128,
+        }
+
+    def accuracy(r: float) -> float:
+        value = spec.acc_start + (spec.acc_max - spec.acc_start) * (1 - math.exp(-r / scale))
+        if spec.acc_noise:
+            value += spec.acc_noise * rng.standard_normal()
+        return float(min(max(value, 0.0), 1.0))
+
+    rows: list[dict[str, Any]] = []
+    n_evals = 0
+
+    def evaluate(k: int) -> None:
+        nonlocal n_evals
+        n_evals += 1
+        acc = accuracy(k * size)
+        row = clocks(k, n_evals)
+        row.update({"eval/accuracy": acc, "eval/reward": acc, "eval/length": 12.0, "eval/entropy": 0.5})
+        rows.append(row)
+
+    evaluate(0)
+    for k in range(1, last + 1):
+        fails_now = failed and k == last
+        due = (k * size) // spec.eval_every > ((k - 1) * size) // spec.eval_every or k == n_rollouts
+        if spec.train_rows == "all" or due or fails_now:
+            reward = accuracy(k * size)
+            row = clocks(k, n_evals)
+            row.update(
+                {
+                    "train/reward_mean": 0.0 if fails_now else reward,
+                    "loss/policy": -0.01,
+                    "opt/lr": lr,
+                    "noise/snr": 1.0 / math.sqrt(size),
+                    "rollout/response_length": tokens_per_response,
+                    "perf/rollout_seconds": 0.5 + 0.01 * size,
+                }
+            )
+            rows.append(row)
+        if fails_now:
+            break
+        if due:
+            evaluate(k)
+
+    evals = [r for r in rows if "eval/accuracy" in r]
+    final = rows[-1]["responses"]
+    targets, truth = {}, {"B": size, "seed": seed, "failure_true": rf}
+    for a, kappa in zip(spec.targets, kappas):
+        hit = next((r["responses"] for r in evals if r["eval/accuracy"] >= a), None)
+        targets[f"{a:g}"] = {"responses": hit, "reached": hit is not None}
+        truth[f"target:{a:g}_true"] = scale * kappa
+        truth[f"target:{a:g}"] = (hit if hit is not None else evals[-1]["responses"], hit is None)
+    truth["failure"] = (final, not failed)
+    failure = None
+    if failed:
+        failure = {
+            "detector": "reward_collapse",
+            "reason": "train/reward_mean fell",
+            "responses": final,
+            "rollout": last,
+        }
+    status = {
+        "state": "failed" if failed else "completed",
+        "failure": failure,
+        "clocks": {k: v for k, v in rows[-1].items() if "/" not in k},
+        "git": None,
+        "versions": {"analysis.synthetic": "1"},
+        "host": "synthetic",
+    }
+    summary = {
+        "derived": {
+            "responses_per_rollout": size,
+            "prompts_per_rollout": config["rollout"]["prompts_per_rollout"],
+            "group_size": config["rollout"]["group_size"],
+            "steps_per_rollout": spec.steps_per_rollout,
+            "lr": lr,
+            "minibatch_responses": size // spec.steps_per_rollout,
+        },
+        "targets": targets,
+        "failure": {"responses": final if failed else None, "failed": failed},
+        "final": {"responses": final, "eval/accuracy": evals[-1]["eval/accuracy"]},
+    }
+    return SyntheticRun(config, rows, status, summary, truth)
+
+
+def write_run_dirs(runs: list[SyntheticRun], out: Path) -> list[Path]:
+    """Write each run as a run directory ``out/<run.name>/``."""
+    paths = []
+    for run in runs:
+        path = Path(out) / run.config["run"]["name"]
+        (path / ".hydra").mkdir(parents=True, exist_ok=True)
+        (path / "checkpoints").mkdir(exist_ok=True)
+        text = yaml.safe_dump(run.config, sort_keys=False)
+        (path / "config.yaml").write_text(text)
+        (path / ".hydra" / "config.yaml").write_text(text)
+        (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.rows))
+        (path / "status.json").write_text(json.dumps(run.status, indent=1))
+        (path / "summary.json").write_text(json.dumps(run.summary, indent=1))
+        paths.append(path)
+    return paths
+
+
+def write_wandb_offline(runs: list[SyntheticRun], wandb_dir: Path, project: str = "rlvr-scaling") -> None:
+    """Log each run to wandb offline under ``wandb_dir/wandb/offline-run-*``, as the trainer does."""
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import wandb
+
+    settings = wandb.Settings(
+        silent=True, console="off", x_disable_stats=True, disable_git=True, save_code=False
+    )
+    Path(wandb_dir).mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        wb = wandb.init(
+            project=project,
+            dir=str(wandb_dir),
+            mode="offline",
+            config=run.config,
+            group=run.config["run"]["sweep"],
+            name=run.config["run"]["name"],
+            tags=["synthetic"],
+            settings=settings,
+        )
+        for row in run.rows:
+            wb.log(row)
+        wb.summary["state"] = run.status["state"]
+        wb.summary["failure"] = run.status["failure"]
+        wb.summary["derived"] = run.summary["derived"]
+        wb.finish()
+
+
+def write_sweep(
+    out: Path, specs: list[SyntheticSpec] | SyntheticSpec, wandb: bool = False
+) -> list[SyntheticRun]:
+    """Write the runs of one or more conditions under ``out`` and their truth to ``synthetic_truth.json``."""
+    specs = [specs] if isinstance(specs, SyntheticSpec) else specs
+    out = Path(out)
+    runs: list[SyntheticRun] = []
+    truth = []
+    for spec in specs:
+        spec_runs = simulate(spec)
+        write_run_dirs(spec_runs, out)
+        if wandb:
+            write_wandb_offline(spec_runs, out / "_wandb")
+        runs.extend(spec_runs)
+        truth.append({"spec": asdict(spec), "runs": [r.truth for r in spec_runs]})
+    (out / "synthetic_truth.json").write_text(json.dumps(truth, indent=1, default=str))
+    return runs
+
+
+def _parse_value(text: str) -> Any:
+    """``1e-5`` is a float here (YAML 1.1 would read it as a string); otherwise YAML rules."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return yaml.safe_load(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.synthetic", description=__doc__.split("\n")[0])
+    p.add_argument("out", type=Path, help="folder to write run directories into")
+    d = SyntheticSpec()
+    p.add_argument("--alpha", type=float, default=d.alpha, help="exponent of responses-to-target")
+    p.add_argument("--prefactor", type=float, default=d.prefactor, help="c in c*B**alpha (first target)")
+    p.add_argument("--sigma", type=float, default=d.sigma, help="log-normal scatter of R_T")
+    p.add_argument("--gamma", type=float, default=d.gamma, help="exponent of responses-to-failure")
+    p.add_argument("--no-failure", action="store_true", help="runs never fail")
+    p.add_argument("--failure-prefactor", type=float, default=d.failure_prefactor)
+    p.add_argument("--failure-sigma", type=float, default=d.failure_sigma)
+    p.add_argument("--sizes", type=int, nargs="+", default=list(d.sizes), help="rollout sizes B")
+    p.add_argument("--seeds", type=int, default=d.seeds, help="runs per size")
+    p.add_argument("--targets", type=float, nargs="+", default=list(d.targets))
+    p.add_argument("--budget", type=int, default=d.budget, help="train.max_responses")
+    p.add_argument("--eval-every", type=int, default=d.eval_every, help="eval.every_responses")
+    p.add_argument("--acc-noise", type=float, default=d.acc_noise)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--sweep", default=d.sweep, help="run.sweep (wandb group)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="condition config key")
+    p.add_argument("--train-rows", choices=("eval", "all"), default=d.train_rows)
+    p.add_argument("--wandb", action="store_true", help="also write wandb offline runs under OUT/_wandb")
+    args = p.parse_args(argv)
+    overrides = []
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides.append((key, _parse_value(value)))
+    spec = SyntheticSpec(
+        sizes=tuple(args.sizes),
+        seeds=args.seeds,
+        alpha=args.alpha,
+        prefactor=args.prefactor,
+        sigma=args.sigma,
+        gamma=None if args.no_failure else args.gamma,
+        failure_prefactor=args.failure_prefactor,
+        failure_sigma=args.failure_sigma,
+        targets=tuple(args.targets),
+        budget=args.budget,
+        eval_every=args.eval_every,
+        acc_noise=args.acc_noise,
+        seed=args.seed,
+        overrides=tuple(overrides),
+        sweep=args.sweep,
+        train_rows=args.train_rows,
+    )
+    runs = write_sweep(args.out, spec, wandb=args.wandb)
+    print(f"wrote {len(runs)} runs to {args.out} (truth in {args.out / 'synthetic_truth.json'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

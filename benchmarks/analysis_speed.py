@@ -1,0 +1,110 @@
+"""Benchmark: ``rlvr-analyze`` on 1,000 synthetic runs with 1,000 bootstrap resamples.
+
+Target (issue "Fit the two clocks"): <= 10 s on 2 cores for the whole command, from process start to
+the last file written. The sweep is the seed study's shape: two conditions (lr.ref_lr 1e-6 and 1e-5)
+x 5 rollout sizes x 100 seeds, two targets and the failure clock (6 fits x 1,000 resamples), all
+plots in PNG and PDF. Run directories are generated first (not timed).
+
+    python benchmarks/analysis_speed.py            # prints the seconds of each stage and the total
+    python benchmarks/analysis_speed.py --keep DIR # keep the sweep and the output in DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from analysis.synthetic import SyntheticSpec, write_sweep
+
+
+def make_sweep(root: Path, seeds: int = 100) -> int:
+    specs = [
+        SyntheticSpec(
+            sizes=(32, 64, 128, 256, 512),
+            seeds=seeds,
+            alpha=alpha,
+            prefactor=2000.0,
+            budget=40000,
+            eval_every=1024,
+            seed=i,
+            overrides=(("lr.ref_lr", ref_lr),),
+        )
+        for i, (alpha, ref_lr) in enumerate([(0.15, 1e-6), (0.44, 1e-5)])
+    ]
+    return len(write_sweep(root / "sweep", specs))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--keep", type=Path, default=None, help="folder to keep the sweep and output in")
+    p.add_argument("--seeds", type=int, default=100, help="seeds per size and condition (100 -> 1,000 runs)")
+    p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--jobs", type=int, default=2, help="rlvr-analyze --jobs (worker processes)")
+    p.add_argument("--reuse", action="store_true", help="with --keep: reuse the sweep already there")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or Path(tmp)
+        t0 = time.perf_counter()
+        if args.reuse and (root / "sweep").is_dir():
+            n = sum(1 for _ in (root / "sweep").glob("*/metrics.jsonl"))
+        else:
+            n = make_sweep(root, args.seeds)
+        rows = sum(1 for f in (root / "sweep").glob("*/metrics.jsonl") for _ in f.open())
+        print(f"generated {n} runs ({rows} metrics rows) in {time.perf_counter() - t0:.1f} s")
+        cmd = [
+            sys.executable,
+            "-m",
+            "analysis.cli",
+            str(root / "sweep"),
+            "--out",
+            str(root / "out"),
+            "--bootstrap",
+            str(args.bootstrap),
+            "--quiet",
+            "--jobs",
+            str(args.jobs),
+        ]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        total = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        print(done.stdout)
+        if done.returncode:
+            print(done.stderr, file=sys.stderr)
+            return done.returncode
+        print(
+            f"rlvr-analyze on {n} runs x {args.bootstrap} bootstrap resamples: {total:.2f} s wall "
+            f"(target <= 10 s), {cpu:.2f} s CPU; load average before the run {load:.2f} on {os.cpu_count()} CPUs"
+        )
+        # stage breakdown, in-process and serial (imports already paid): CPU seconds per stage,
+        # which do not depend on what else runs on the machine
+        from analysis.clocks import build_tables
+        from analysis.load import load_source
+        from analysis.plots import plot_all
+        from analysis.report import fit_conditions
+
+        stages = {}
+        t = time.process_time()
+        loaded = load_source(str(root / "sweep"))
+        stages["load"], t = time.process_time() - t, time.process_time()
+        tables = build_tables(loaded.runs)
+        stages["clocks/tables"], t = time.process_time() - t, time.process_time()
+        _, fits = fit_conditions(tables, n_boot=args.bootstrap)
+        stages[f"fits ({len(fits)})"], t = time.process_time() - t, time.process_time()
+        plot_all(Path(tmp), tables, fits)
+        stages["plots"] = time.process_time() - t
+        print("CPU seconds by stage (serial): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,403 @@
+"""Side-by-side speed of our rollout cycle and Hugging Face TRL's GRPOTrainer on the same machine.
+
+    python benchmarks/vs_trl.py [--cycles 5] [--warmup 1] [--threads 2] [--cases forced16,eos]
+
+Reference cycle (the issue's): the embedded tiny Llama, warm-started for the default task (the model
+``rlvr-train`` would use), B = 256 responses = 32 prompts x G = 8, K = 8 optimizer steps on
+minibatches of 32, at most 16 new tokens, temperature 1, no KL term, ``--threads`` torch threads.
+
+Both sides run in this one process, on their own copy of the same model directory, alternating:
+TRL trains for (warmup + cycles) x 8 steps (it generates once every 8 steps), and at the end of each
+8-step block a TrainerCallback runs one of our cycles (``Trainer._rollout()``), so TRL block i and our
+cycle i are adjacent in time and see the same machine load; the ratio is taken per pair.
+
+* Our cycle: wall time of ``Trainer._rollout()`` (generate, reward, advantages, old log-probs, K steps,
+  clocks, logging; no evaluation, no checkpoint).
+* TRL cycle: wall time from the end of the previous block (or of our cycle run after it) to
+  ``on_step_end`` of the 8th step: one generation of 32 x 8 completions, reward, TRL's old-log-prob
+  pass, 8 optimizer steps and all of TRL's per-step overhead (dataloader, metrics).  The callback
+  checks that every block holds exactly one reward call with 256 completions.
+
+Cases (each starts from fresh copies of the warm-started model on both sides):
+
+* ``forced16``: every completion runs 16 tokens. EOS can never be sampled on either side: TRL gets
+  ``generation_kwargs={"min_new_tokens": 16}`` (transformers' MinNewTokensLengthLogitsProcessor sets
+  the EOS logit to -inf for the first 16 tokens); ours gets the same -inf on the EOS logit from a
+  forward hook on ``lm_head`` that is installed only while the engine samples (training and
+  old-log-prob forwards see the unmodified model), plus ``engine.eos_id = -1`` as a backstop.
+  Verified: mean completion length 16.0 and zero EOS tokens among completion tokens, on both sides.
+* ``eos``: completions stop at EOS as in a real run (~3-5 tokens for the warm-started model).
+
+Output: per case a table of responses/s (min / median / max), the per-pair ratio ours/TRL, mean
+completion lengths, zero-advantage group fractions, and our phase breakdown from our metrics rows.
+The last line is ``ratio=<min over the cases of the median per-pair ratio>`` (the conservative one).
+
+TRL is a benchmark-only optional dependency (``pip install trl==1.16.0``), never a runtime one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+# The reference cycle of the issue.
+REFERENCE = {"prompts": 32, "group": 8, "steps": 8, "max_new_tokens": 16}
+
+
+def load_text() -> str:
+    try:
+        up = subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001 - uptime is informational only
+        up = ""
+    la = os.getloadavg()
+    return up or f"load average: {la[0]:.2f}, {la[1]:.2f}, {la[2]:.2f}"
+
+
+def compose_config(prompts: int, group: int, steps: int, max_new_tokens: int, extra: tuple[str, ...] = ()):
+    """The default Hydra config as ``rlvr-train`` composes it, with the cycle's overrides."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
+    from rlvr_scaling.config import derive, register_configs
+
+    _register_resolvers()
+    register_configs()
+    overrides = [
+        f"rollout.prompts_per_rollout={prompts}",
+        f"rollout.group_size={group}",
+        f"optim.steps_per_rollout={steps}",
+        f"rollout.max_new_tokens={max_new_tokens}",
+        "eval.every_responses=100000000",
+        "run.progress=false",
+        *extra,
+    ]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        dcfg = compose("config", overrides=overrides)
+    cfg = OmegaConf.to_object(dcfg)
+    return cfg, derive(cfg)
+
+
+# --------------------------------------------------------------------------------------------- ours
+
+
+def ban_token_hook(token_id: int):
+    def hook(_module, _inputs, output):
+        output[..., token_id] = -math.inf
+        return output
+
+    return hook
+
+
+@dataclass
+class CycleResult:
+    wall_s: float
+    responses: int
+    row: dict = field(default_factory=dict)
+    eos_in_completions: int = 0
+
+    @property
+    def rps(self) -> float:
+        return self.responses / self.wall_s
+
+
+class OursCycle:
+    """One of our trainers on a fresh copy of the warm-started model; ``cycle()`` times one rollout."""
+
+    def __init__(self, cfg, derived, forced: bool, log=lambda *_: None):
+        from rlvr_scaling.run import build_components
+        from rlvr_scaling.trainer import Trainer
+
+        self.cfg, self.derived, self.forced = cfg, derived, forced
+        self.components = build_components(cfg, log=log)
+        self.run_dir = Path(tempfile.mkdtemp(prefix="rlvr_vs_trl_"))
+        self.trainer = Trainer(cfg, derived, self.run_dir, self.components, log=log)
+        self.trainer.state.next_eval_at = 1 << 60  # no evaluation inside a timed cycle
+        self.eos = self.components.tokenizer.eos_token_id
+        self._eos_seen = 0
+        engine = self.trainer.engine
+        if forced:
+            gen_model = getattr(engine, "model", self.trainer.model)
+            inner_generate = engine.generate
+
+            def generate(*args, **kwargs):
+                handle = gen_model.lm_head.register_forward_hook(ban_token_hook(self.eos))
+                try:
+                    gen = inner_generate(*args, **kwargs)
+                finally:
+                    handle.remove()
+                comp = gen.completion_mask.bool()
+                self._eos_seen += int(((gen.input_ids == self.eos) & comp).sum())
+                return gen
+
+            engine.generate = generate  # instance attribute: shadows the method for this engine only
+            if hasattr(engine, "eos_id"):
+                engine.eos_id = -1  # backstop: never stop early even if a sampled token were EOS
+
+    def cycle(self) -> CycleResult:
+        self._eos_seen = 0
+        n0 = self.trainer.clocks.responses
+        t = time.perf_counter()
+        self.trainer._rollout()
+        wall = time.perf_counter() - t
+        row = json.loads((self.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+        return CycleResult(wall, self.trainer.clocks.responses - n0, row, self._eos_seen)
+
+    def close(self) -> None:
+        self.trainer.metrics.close()
+        self.components.task.close()
+
+
+def phases(row: dict) -> dict[str, float]:
+    """Our phase times (seconds) from a metrics row: every ``perf/*_s`` field."""
+    return {k[len("perf/") : -2]: float(v) for k, v in row.items() if k.startswith("perf/") and k.endswith("_s")}
+
+
+# --------------------------------------------------------------------------------------------- TRL
+
+
+class TrlSide:
+    """TRL's GRPOTrainer on its own copy of the model; its reward function is our task's verifier."""
+
+    def __init__(self, cfg, derived, model_dir: str, forced: bool, n_blocks: int, out_dir: Path):
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+
+        from rlvr_scaling.models import load_hf
+        from rlvr_scaling.tasks import build_task
+
+        self.task = build_task(cfg.task)
+        self.group = derived.group_size
+        self.per_block = derived.responses_per_rollout
+        model, tokenizer = load_hf(model_dir, cfg.model.dtype, torch.device("cpu"))
+        self.eos = tokenizer.eos_token_id
+        n_examples = max(4096, n_blocks * derived.prompts_per_rollout)
+        self.examples = [self.task.train_example(i) for i in range(n_examples)]
+        dataset = Dataset.from_dict(
+            {"prompt": [e.prompt for e in self.examples], "idx": list(range(n_examples))}
+        )
+        gen_kwargs = {"min_new_tokens": cfg.rollout.max_new_tokens} if forced else None
+        args = GRPOConfig(
+            output_dir=str(out_dir),
+            num_generations=derived.group_size,
+            per_device_train_batch_size=derived.minibatch_responses,
+            gradient_accumulation_steps=1,
+            steps_per_generation=derived.steps_per_rollout,
+            num_iterations=1,
+            max_completion_length=cfg.rollout.max_new_tokens,
+            beta=0.0,
+            bf16=False,
+            fp16=False,
+            gradient_checkpointing=False,
+            use_vllm=False,
+            use_cpu=True,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            epsilon=cfg.loss.clip,
+            max_grad_norm=cfg.optim.grad_clip or 0.0,
+            learning_rate=derived.lr,
+            lr_scheduler_type="constant",
+            weight_decay=cfg.optim.weight_decay,
+            adam_beta1=cfg.optim.betas[0],
+            adam_beta2=cfg.optim.betas[1],
+            adam_epsilon=cfg.optim.eps,
+            max_steps=n_blocks * derived.steps_per_rollout,
+            generation_kwargs=gen_kwargs,
+            logging_strategy="no",
+            save_strategy="no",
+            eval_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            seed=cfg.seed,
+        )
+        self.calls: list[dict] = []  # one entry per reward call (= per generation)
+
+        def task_reward(prompts, completions, completion_ids, idx, **_):
+            examples = [self.examples[i] for i in idx]
+            assert all(e.prompt == p for e, p in zip(examples, prompts)), "prompt/example mismatch"
+            rewards = self.task.score(completions, examples)
+            vals = [math.nan if r is None else float(r) for r in rewards]
+            groups = [vals[s : s + self.group] for s in range(0, len(vals), self.group)]
+            same_prompt = all(
+                len(set(prompts[s : s + self.group])) == 1 for s in range(0, len(prompts), self.group)
+            )
+            zero = sum(1 for g in groups if max(g) - min(g) < 1e-12) if same_prompt else math.nan
+            self.calls.append(
+                {
+                    "n": len(completions),
+                    "length": statistics.fmean(len(c) for c in completion_ids),
+                    "eos_in_completions": sum(c.count(self.eos) for c in completion_ids)
+                    if forced
+                    else sum(1 for c in completion_ids if c and c[-1] == self.eos),
+                    "zero_group_frac": zero / len(groups) if groups else math.nan,
+                    "reward_mean": statistics.fmean(v for v in vals if v == v) if vals else math.nan,
+                }
+            )
+            return rewards
+
+        self.trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=task_reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
+
+
+def make_callback(trl: TrlSide, steps_per_block: int, between_blocks):
+    """Times each TRL block of ``steps_per_block`` optimizer steps; calls ``between_blocks(i)`` after it."""
+    from transformers import TrainerCallback
+
+    class BlockTimer(TrainerCallback):
+        def __init__(self):
+            self.blocks: list[dict] = []
+            self.t0 = None
+            self.calls_before = 0
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step % steps_per_block:
+                return
+            wall = time.perf_counter() - self.t0
+            new = trl.calls[self.calls_before :]
+            self.calls_before = len(trl.calls)
+            if len(new) != 1 or new[0]["n"] != trl.per_block:
+                raise RuntimeError(
+                    f"TRL block {len(self.blocks)}: expected one generation of {trl.per_block} completions, "
+                    f"got reward calls {[c['n'] for c in new]}"
+                )
+            self.blocks.append({"wall_s": wall, "rps": trl.per_block / wall, **new[0]})
+            between_blocks(len(self.blocks) - 1)
+            self.t0 = time.perf_counter()  # the next block starts after our cycle
+
+    return BlockTimer()
+
+
+# --------------------------------------------------------------------------------------------- report
+
+
+def stats(xs: list[float]) -> tuple[float, float, float]:
+    return min(xs), statistics.median(xs), max(xs)
+
+
+def run_case(case: str, args, log=print) -> float:
+    forced = case == "forced16"
+    cfg, d = compose_config(
+        REFERENCE["prompts"], REFERENCE["group"], REFERENCE["steps"], REFERENCE["max_new_tokens"]
+    )
+    torch.manual_seed(cfg.seed)
+    ours = OursCycle(cfg, d, forced)
+    n_blocks = args.warmup + args.cycles
+    trl = TrlSide(cfg, d, ours.components.model_dir, forced, n_blocks, Path(tempfile.mkdtemp(prefix="trl_")))
+    ours_results: list[CycleResult] = []
+    loads: list[float] = []
+
+    def between(i: int) -> None:
+        ours_results.append(ours.cycle())
+        loads.append(os.getloadavg()[0])
+
+    timer = make_callback(trl, d.steps_per_rollout, between)
+    trl.trainer.add_callback(timer)
+    load_start = load_text()
+    t = time.perf_counter()
+    trl.trainer.train()
+    total = time.perf_counter() - t
+    ours.close()
+    w = args.warmup
+    trl_b, our_c = timer.blocks[w:], ours_results[w:]
+    if len(trl_b) != args.cycles or len(our_c) != args.cycles:
+        raise RuntimeError(f"expected {args.cycles} timed pairs, got {len(trl_b)} TRL / {len(our_c)} ours")
+    ratios = [o.rps / b["rps"] for o, b in zip(our_c, trl_b)]
+
+    log(f"\n== case {case}: B={d.responses_per_rollout} (P={d.prompts_per_rollout} x G={d.group_size}), "
+        f"K={d.steps_per_rollout} (minibatch {d.minibatch_responses}), max {cfg.rollout.max_new_tokens} new tokens, "
+        f"{args.cycles} timed pairs after {w} warm-up ({total:.0f} s in all)")
+    log(f"   load at start: {load_start}")
+    log(f"   1-min load during pairs: {', '.join(f'{x:.2f}' for x in loads[w:])}")
+    log(f"   {'side':<6} {'resp/s min':>10} {'median':>8} {'max':>8} {'cycle s (med)':>14} {'mean len':>9} "
+        f"{'EOS in comp':>11} {'zero-adv groups':>16}")
+    o_rps = stats([o.rps for o in our_c])
+    t_rps = stats([b["rps"] for b in trl_b])
+    o_len = statistics.fmean(o.row["train/completion_length"] for o in our_c)
+    t_len = statistics.fmean(b["length"] for b in trl_b)
+    o_eos = sum(o.eos_in_completions for o in our_c) if forced else None
+    t_eos = sum(b["eos_in_completions"] for b in trl_b) if forced else None
+    o_zero = statistics.fmean(o.row["train/zero_adv_frac"] for o in our_c)
+    t_zero = statistics.fmean(b["zero_group_frac"] for b in trl_b)
+    o_wall = statistics.median(o.wall_s for o in our_c)
+    t_wall = statistics.median(b["wall_s"] for b in trl_b)
+    log(f"   {'ours':<6} {o_rps[0]:>10.0f} {o_rps[1]:>8.0f} {o_rps[2]:>8.0f} {o_wall:>14.3f} {o_len:>9.2f} "
+        f"{'-' if o_eos is None else o_eos:>11} {o_zero:>16.2f}")
+    log(f"   {'TRL':<6} {t_rps[0]:>10.0f} {t_rps[1]:>8.0f} {t_rps[2]:>8.0f} {t_wall:>14.3f} {t_len:>9.2f} "
+        f"{'-' if t_eos is None else t_eos:>11} {t_zero:>16.2f}")
+    r = stats(ratios)
+    log(f"   per-pair ratio ours/TRL: min {r[0]:.2f}  median {r[1]:.2f}  max {r[2]:.2f}   "
+        f"[{', '.join(f'{x:.2f}' for x in ratios)}]")
+    log("   (our zero-adv is the fraction of responses with advantage 0; TRL's the fraction of groups "
+        "whose 8 rewards are identical)")
+    ph = [phases(o.row) for o in our_c]
+    keys = list(ph[0])
+    med = {k: statistics.median(p[k] for p in ph) for k in keys}
+    other = o_wall - sum(med.values())
+    log(f"   our phases (median s, share of our median cycle {o_wall:.3f} s):")
+    for k in keys:
+        log(f"     {k:<18} {med[k]:7.3f}  {100 * med[k] / o_wall:5.1f} %")
+    log(f"     {'other':<18} {other:7.3f}  {100 * other / o_wall:5.1f} %   (advantages, clocks, logging)")
+    if forced and (abs(o_len - cfg.rollout.max_new_tokens) > 1e-9 or abs(t_len - cfg.rollout.max_new_tokens) > 1e-9
+                   or o_eos or t_eos):
+        raise RuntimeError(f"forced case not forced: lengths ours {o_len}, TRL {t_len}; EOS {o_eos}/{t_eos}")
+    return r[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cycles", type=int, default=5, help="timed pairs per case (after warm-up)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed pairs per case")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cases", default="forced16,eos")
+    args = ap.parse_args()
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if unknown := set(cases) - {"forced16", "eos"}:
+        ap.error(f"unknown cases {sorted(unknown)}")
+    try:
+        import trl
+    except ImportError:
+        sys.exit("benchmarks/vs_trl.py needs TRL, a benchmark-only dependency: pip install trl==1.16.0")
+    import transformers
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    torch.set_num_threads(args.threads)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    print(
+        f"vs_trl: torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
+        f"{torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs"
+    )
+    print(f"load: {load_text()}")
+    medians = {case: run_case(case, args) for case in cases}
+    print(f"\nload at end: {load_text()}")
+    print(
+        "median per-pair ratio ours/TRL: "
+        + ", ".join(f"{c} {m:.2f}" for c, m in medians.items())
+        + " -> reported: the min over cases (conservative)"
+    )
+    print(f"ratio={min(medians.values()):.2f}")
+
+
+if __name__ == "__main__":
+    main()
