@@ -38,6 +38,7 @@ TRL is a benchmark-only optional dependency (``pip install trl==1.16.0``), never
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -64,7 +65,33 @@ def load_text() -> str:
     return up or f"load average: {la[0]:.2f}, {la[1]:.2f}, {la[2]:.2f}"
 
 
-def compose_config(prompts: int, group: int, steps: int, max_new_tokens: int, extra: tuple[str, ...] = ()):
+def source_text() -> str:
+    """Which code was measured: the git commit, and a digest of rlvr_scaling/ and conf/ as they are on disk."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted([*root.glob("rlvr_scaling/**/*.py"), *root.glob("conf/**/*.yaml")]):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "rlvr_scaling", "conf"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except Exception:  # noqa: BLE001 - informational only
+        head, dirty = "?", ""
+    return f"commit {head or '?'}{' + uncommitted changes' if dirty else ''}, rlvr_scaling+conf digest {h.hexdigest()[:12]}"
+
+
+def compose_config(prompts: int, group: int, steps: int, max_new_tokens: int, extra=()):
     """The default Hydra config as ``rlvr-train`` composes it, with the cycle's overrides."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -160,8 +187,12 @@ class OursCycle:
 
 
 def phases(row: dict) -> dict[str, float]:
-    """Our phase times (seconds) from a metrics row: every ``perf/*_s`` field."""
-    return {k[len("perf/") : -2]: float(v) for k, v in row.items() if k.startswith("perf/") and k.endswith("_s")}
+    """Our phase times (seconds) from a metrics row: every ``perf/<phase>_s`` field (not rates)."""
+    return {
+        k[len("perf/") : -2]: float(v)
+        for k, v in row.items()
+        if k.startswith("perf/") and k.endswith("_s") and not k.endswith("per_s")
+    }
 
 
 # --------------------------------------------------------------------------------------------- TRL
@@ -247,6 +278,7 @@ class TrlSide:
             )
             return rewards
 
+        self.tokenizer = tokenizer
         self.trainer = GRPOTrainer(
             model=model,
             reward_funcs=task_reward,
@@ -297,12 +329,24 @@ def stats(xs: list[float]) -> tuple[float, float, float]:
 def run_case(case: str, args, log=print) -> float:
     forced = case == "forced16"
     cfg, d = compose_config(
-        REFERENCE["prompts"], REFERENCE["group"], REFERENCE["steps"], REFERENCE["max_new_tokens"]
+        REFERENCE["prompts"],
+        REFERENCE["group"],
+        REFERENCE["steps"],
+        REFERENCE["max_new_tokens"],
+        args.override,
     )
     torch.manual_seed(cfg.seed)
+    log(f"\n[{case}] preparing both sides (the warm-started model is built on first use: minutes)")
     ours = OursCycle(cfg, d, forced)
     n_blocks = args.warmup + args.cycles
     trl = TrlSide(cfg, d, ours.components.model_dir, forced, n_blocks, Path(tempfile.mkdtemp(prefix="trl_")))
+    # Same prompt token ids on both sides (our tokenizer adds a BOS through its post-processor; TRL calls
+    # the tokenizer with its default add_special_tokens=True).
+    sample = [e.prompt for e in trl.examples[:64]]
+    trl_ids = trl.tokenizer(text=sample)["input_ids"]
+    our_ids = ours.trainer.engine.encode(sample)
+    if [list(x) for x in trl_ids] != [list(x) for x in our_ids]:
+        raise RuntimeError("TRL and our engine tokenize the prompts differently")
     ours_results: list[CycleResult] = []
     loads: list[float] = []
 
@@ -323,13 +367,17 @@ def run_case(case: str, args, log=print) -> float:
         raise RuntimeError(f"expected {args.cycles} timed pairs, got {len(trl_b)} TRL / {len(our_c)} ours")
     ratios = [o.rps / b["rps"] for o, b in zip(our_c, trl_b)]
 
-    log(f"\n== case {case}: B={d.responses_per_rollout} (P={d.prompts_per_rollout} x G={d.group_size}), "
+    log(
+        f"\n== case {case}: B={d.responses_per_rollout} (P={d.prompts_per_rollout} x G={d.group_size}), "
         f"K={d.steps_per_rollout} (minibatch {d.minibatch_responses}), max {cfg.rollout.max_new_tokens} new tokens, "
-        f"{args.cycles} timed pairs after {w} warm-up ({total:.0f} s in all)")
+        f"{args.cycles} timed pairs after {w} warm-up ({total:.0f} s in all)"
+    )
     log(f"   load at start: {load_start}")
     log(f"   1-min load during pairs: {', '.join(f'{x:.2f}' for x in loads[w:])}")
-    log(f"   {'side':<6} {'resp/s min':>10} {'median':>8} {'max':>8} {'cycle s (med)':>14} {'mean len':>9} "
-        f"{'EOS in comp':>11} {'zero-adv groups':>16}")
+    log(
+        f"   {'side':<6} {'resp/s min':>10} {'median':>8} {'max':>8} {'cycle s (med)':>14} {'mean len':>9} "
+        f"{'EOS in comp':>11} {'zero-adv groups':>16}"
+    )
     o_rps = stats([o.rps for o in our_c])
     t_rps = stats([b["rps"] for b in trl_b])
     o_len = statistics.fmean(o.row["train/completion_length"] for o in our_c)
@@ -340,25 +388,50 @@ def run_case(case: str, args, log=print) -> float:
     t_zero = statistics.fmean(b["zero_group_frac"] for b in trl_b)
     o_wall = statistics.median(o.wall_s for o in our_c)
     t_wall = statistics.median(b["wall_s"] for b in trl_b)
-    log(f"   {'ours':<6} {o_rps[0]:>10.0f} {o_rps[1]:>8.0f} {o_rps[2]:>8.0f} {o_wall:>14.3f} {o_len:>9.2f} "
-        f"{'-' if o_eos is None else o_eos:>11} {o_zero:>16.2f}")
-    log(f"   {'TRL':<6} {t_rps[0]:>10.0f} {t_rps[1]:>8.0f} {t_rps[2]:>8.0f} {t_wall:>14.3f} {t_len:>9.2f} "
-        f"{'-' if t_eos is None else t_eos:>11} {t_zero:>16.2f}")
+    log(
+        f"   {'ours':<6} {o_rps[0]:>10.0f} {o_rps[1]:>8.0f} {o_rps[2]:>8.0f} {o_wall:>14.3f} {o_len:>9.2f} "
+        f"{'-' if o_eos is None else o_eos:>11} {o_zero:>16.2f}"
+    )
+    log(
+        f"   {'TRL':<6} {t_rps[0]:>10.0f} {t_rps[1]:>8.0f} {t_rps[2]:>8.0f} {t_wall:>14.3f} {t_len:>9.2f} "
+        f"{'-' if t_eos is None else t_eos:>11} {t_zero:>16.2f}"
+    )
     r = stats(ratios)
-    log(f"   per-pair ratio ours/TRL: min {r[0]:.2f}  median {r[1]:.2f}  max {r[2]:.2f}   "
-        f"[{', '.join(f'{x:.2f}' for x in ratios)}]")
-    log("   (our zero-adv is the fraction of responses with advantage 0; TRL's the fraction of groups "
-        "whose 8 rewards are identical)")
+    agg = (sum(o.responses for o in our_c) / sum(o.wall_s for o in our_c)) / (
+        trl.per_block * len(trl_b) / sum(b["wall_s"] for b in trl_b)
+    )
+    log(
+        f"   per-pair ratio ours/TRL: min {r[0]:.2f}  median {r[1]:.2f}  max {r[2]:.2f}   "
+        f"[{', '.join(f'{x:.2f}' for x in ratios)}];  all pairs pooled (total responses / total time): {agg:.2f}"
+    )
+    log(
+        "   (our zero-adv is the fraction of responses with advantage 0; TRL's the fraction of groups "
+        "whose 8 rewards are identical)"
+    )
     ph = [phases(o.row) for o in our_c]
-    keys = list(ph[0])
-    med = {k: statistics.median(p[k] for p in ph) for k in keys}
-    other = o_wall - sum(med.values())
-    log(f"   our phases (median s, share of our median cycle {o_wall:.3f} s):")
+    keys = list(dict.fromkeys(k for p in ph for k in p))  # a phase may run on some rollouts only
+    med = {k: statistics.median(p.get(k, 0.0) for p in ph) for k in keys}
+    mean = {k: statistics.fmean(p.get(k, 0.0) for p in ph) for k in keys}
+    o_mean_wall = statistics.fmean(o.wall_s for o in our_c)
+    runs = {k: sum(k in p for p in ph) for k in keys}
+    log(f"   our phases (s per cycle; share of our mean cycle {o_mean_wall:.3f} s):")
+    log(f"     {'phase':<20} {'median':>7} {'mean':>7} {'share':>7}  ran in")
     for k in keys:
-        log(f"     {k:<18} {med[k]:7.3f}  {100 * med[k] / o_wall:5.1f} %")
-    log(f"     {'other':<18} {other:7.3f}  {100 * other / o_wall:5.1f} %   (advantages, clocks, logging)")
-    if forced and (abs(o_len - cfg.rollout.max_new_tokens) > 1e-9 or abs(t_len - cfg.rollout.max_new_tokens) > 1e-9
-                   or o_eos or t_eos):
+        log(
+            f"     {k:<20} {med[k]:7.3f} {mean[k]:7.3f} {100 * mean[k] / o_mean_wall:6.1f} %  "
+            f"{runs[k]}/{len(ph)} cycles"
+        )
+    other = o_mean_wall - sum(mean.values())
+    log(
+        f"     {'other':<20} {'':>7} {other:7.3f} {100 * other / o_mean_wall:6.1f} %  "
+        "(advantages, clocks, logging, detectors)"
+    )
+    if forced and (
+        abs(o_len - cfg.rollout.max_new_tokens) > 1e-9
+        or abs(t_len - cfg.rollout.max_new_tokens) > 1e-9
+        or o_eos
+        or t_eos
+    ):
         raise RuntimeError(f"forced case not forced: lengths ours {o_len}, TRL {t_len}; EOS {o_eos}/{t_eos}")
     return r[1]
 
@@ -369,6 +442,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1, help="untimed pairs per case")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cases", default="forced16,eos")
+    ap.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        help="extra Hydra override for our side (repeatable), e.g. optim.skip_zero_advantage=false",
+    )
     args = ap.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     if unknown := set(cases) - {"forced16", "eos"}:
@@ -384,12 +463,16 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    print(
+    log = functools.partial(print, flush=True)
+    log(
         f"vs_trl: torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
-        f"{torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs"
+        f"{torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs, "
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}"
+        + (f", our overrides {args.override}" if args.override else "")
     )
-    print(f"load: {load_text()}")
-    medians = {case: run_case(case, args) for case in cases}
+    log(f"code: {source_text()}")
+    log(f"load: {load_text()}")
+    medians = {case: run_case(case, args, log) for case in cases}
     print(f"\nload at end: {load_text()}")
     print(
         "median per-pair ratio ours/TRL: "

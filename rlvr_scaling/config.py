@@ -73,6 +73,7 @@ class OptimConfig:
     warmup_rollouts: int = 0  # linear learning-rate warm-up over this many rollouts
     micro_batch_responses: int | None = None  # gradient accumulation; null = whole minibatch at once
     skip_zero_advantage: bool = True  # exact: rows with A = 0 and no KL term have zero gradient
+    fused: bool = True  # fused AdamW kernel (same update, far less per-tensor overhead)
 
     def validate(self, prefix: str = "optim") -> None:
         if self.name != "adamw":

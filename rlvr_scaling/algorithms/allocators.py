@@ -18,8 +18,10 @@ response it generates counts on the ``responses`` clock.
   alpha * gamma = 1 every round costs P * m_0, so m_0 = G / (T + 1) spends B in exactly T + 1 rounds
   (defaults: alpha = 1/2, gamma = 2, T = 3, m_0 = G / 4 = 2 at G = 8: 16x2, 8x4, 4x8, 2x16 responses).
   ``initial_responses: null`` derives m_0 = max(2, floor(G / sum_{t<=T} (alpha gamma)^t)).
-  Deviations: the paper's budget is a per-step target and its T and m_0 are tuned per task; here the
-  budget is exact and the same B as the uniform allocator, so the two compare at equal responses.
+  Deviation: the paper stops "when the budget is spent or the rounds are done" (so a step may use less
+  than its budget); here the last round always fills the budget exactly, so VIGOR and the uniform
+  allocator compare at equal responses per rollout. The paper's m_0, T, alpha, gamma are not known to
+  us; the defaults above are our choice.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ def test_exact_norms_equal_separate_backward_passes(rollout, temperature):
     comps, gen = rollout
     comp = gen.completion_mask[:, gen.prompt_width :]
     coef = torch.where(comp, torch.randn(comp.shape, generator=torch.Generator().manual_seed(1)), 0.0)
+    coef[1] = 0.0  # a row with zero coefficients (zero advantage) has g_i = 0 and is skipped
     expect, expect_sum = _separate(comps.model, gen, coef, temperature)
     for method, chunk in (("auto", None), ("ghost", 2), ("direct", 4)):
         ps = PerSampleGradients(comps.model, linear_method=method)
@@ -53,7 +54,12 @@ def test_exact_norms_equal_separate_backward_passes(rollout, temperature):
         torch.testing.assert_close(got.norms_sq, expect, rtol=1e-4, atol=1e-9)
         for a, b in zip(got.grad_sum, expect_sum):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
-    assert expect.min() > 0
+        norms_only = ps.compute(
+            gen.input_ids, gen.attention_mask, gen.prompt_width, coef, temperature, comps.device, chunk, False
+        )
+        torch.testing.assert_close(norms_only.norms_sq, expect, rtol=1e-4, atol=1e-9)
+        assert norms_only.grad_sum == []
+    assert expect[1] == 0 and expect[[0, 2, 3, 4, 5]].min() > 0
 
 
 def test_exact_norms_cover_tied_embeddings_and_norm_layers(rollout):
