@@ -32,6 +32,7 @@ from .algorithms.loss import LossConfig
 from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
+from .per_sample import PerSampleNoiseParams
 
 
 @dataclass
@@ -171,6 +172,7 @@ class Config:
     allocator: Any = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
     failure: FailureConfig = field(default_factory=FailureConfig)
+    noise: PerSampleNoiseParams = field(default_factory=PerSampleNoiseParams)
     train: TrainConfig = field(default_factory=TrainConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -208,6 +210,7 @@ def validate(cfg: Config) -> None:
     cfg.loss.validate()
     cfg.eval.validate()
     cfg.failure.validate()
+    cfg.noise.validate()
     cfg.train.validate()
     cfg.logger.validate()
     cfg.run.validate()
@@ -275,6 +278,7 @@ def register_configs() -> None:
     cs.store(group="loss", name="loss_schema", node=LossConfig)
     cs.store(group="eval", name="eval_schema", node=EvalConfig)
     cs.store(group="failure", name="failure_schema", node=FailureConfig)
+    cs.store(group="noise", name="noise_schema", node=PerSampleNoiseParams)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="train", name="train_schema", node=TrainConfig)
     cs.store(group="run", name="run_schema", node=RunConfig)

@@ -144,6 +144,14 @@ class VLLMEngine(Engine):
         finally:
             torch.set_num_threads = set_threads  # the CPU worker swaps in a no-op
             set_threads(n_threads)
+        # The first forward pass initialises kernels (seconds on CPU): pay it here, not in the step-0
+        # evaluation's timing.
+        with _keep_global_rng():
+            self.llm.generate(
+                [{"prompt_token_ids": self.encode(["1"])[0]}],
+                vllm.SamplingParams(max_tokens=2, temperature=0.0, detokenize=False),
+                use_tqdm=False,
+            )
         self.startup_s = time.perf_counter() - start
 
     @classmethod

@@ -181,10 +181,13 @@ def read_rows(
         import datasets
 
         data = datasets.load_from_disk(path)
-        check(
-            isinstance(data, datasets.Dataset),
-            f"{label}: {path} holds several splits ({', '.join(data)}); point at one split's folder",
-        )
+        if not isinstance(data, datasets.Dataset):  # (the message may only be built for a DatasetDict)
+            check(False, f"{label}: {path} holds several splits ({', '.join(data)}); point at one split's folder")
+        for key in (question_key, answer_key):
+            check(
+                key in data.column_names,
+                f"{label}: column {key!r} not in {path} (columns: {', '.join(data.column_names)})",
+            )
         columns = {question_key: data[question_key], answer_key: data[answer_key]}
     elif path.endswith(".parquet"):
         import pyarrow.parquet as pq

@@ -47,6 +47,7 @@ def test_vigor_snr_optimal_compose_and_spend_exactly_b(cache_dir, tmp_path):
     )
     cfg.rollout.group_size = 8  # m_0 = 2: 4x2, 2x4, 1x8, then the remainder
     cfg.train.max_responses = 96
+    cfg.noise.per_sample = "on"  # off by default
     train(cfg, tmp_path, log=lambda *_: None)
     rows = _rows(tmp_path)
     assert len(rows) == 3
@@ -55,7 +56,7 @@ def test_vigor_snr_optimal_compose_and_spend_exactly_b(cache_dir, tmp_path):
         assert r["rollout/rounds"] >= 2 and r["rollout/alloc_max"] > r["rollout/alloc_min"]
         assert 0 <= r["rollout/responses_in_gradient"] <= 32
         assert "opt/snr_factor" in r
-        # the per-sample instrument runs every noise.every_rollouts (8) rollouts by default
+        # the per-sample instrument, when on, runs every noise.every_rollouts (8) rollouts
         assert ("noise/per_sample_trace_cov" in r) == (i % 8 == 1)
     # warm-up: the first rollout runs at eta_max * min_factor, later ones follow the SNR
     assert rows[0]["opt/lr"] == pytest.approx(1e-2 * 0.02)  # power 0: eta_max = ref_lr
