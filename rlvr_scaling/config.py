@@ -39,7 +39,7 @@ from .per_sample import PerSampleNoiseParams
 class RolloutConfig:
     prompts_per_rollout: int = 16  # P: prompts drawn per rollout
     group_size: int = 8  # G: responses per prompt (GRPO group)
-    engine: str = "hf"  # generation engine: hf | vllm
+    engine: str = "auto"  # generation engine: hf | vllm | auto (vllm on a GPU where installed, else hf)
     temperature: float = 1.0  # sampling temperature; the policy is softmax(logits / T)
     top_p: float = 1.0
     max_new_tokens: int = 8
@@ -190,6 +190,7 @@ class Derived:
     lr: float  # eta(B) actually used (the maximum for adaptive rules)
     epochs: int
     rollouts_in_budget: int  # ceil(max_responses / B) for a uniform allocator
+    engine: str = "hf"  # the generation engine rollout.engine resolves to (auto -> hf | vllm)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -249,6 +250,7 @@ def validate(cfg: Config) -> None:
 
 def derive(cfg: Config) -> Derived:
     from .algorithms.lr_rules import build_lr_rule
+    from .engines import resolve_engine
 
     b = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size
     k = cfg.optim.steps_per_rollout
@@ -261,6 +263,7 @@ def derive(cfg: Config) -> Derived:
         lr=build_lr_rule(cfg.lr, b).base_lr,
         epochs=cfg.optim.epochs,
         rollouts_in_budget=-(-cfg.train.max_responses // b),
+        engine=resolve_engine(cfg.rollout.engine, cfg.run.device),
     )
 
 

@@ -198,7 +198,9 @@ def encode_prompt(tokenizer, text: str, prompt_format: str = "plain") -> list[in
             [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
         )
         return tokenizer.encode(rendered, add_special_tokens=False)
-    raise ConfigError(f"model.prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {prompt_format!r})")
+    raise ConfigError(
+        f"model.prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {prompt_format!r})"
+    )
 
 
 def check_prompt_format(tokenizer, prompt_format: str, path: str) -> None:

@@ -91,6 +91,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 def build_components(cfg: Config, log=print) -> Components:
+    from .engines import resolve_engine
     from .engines.hf import ENGINES
     from .models import check_prompt_format, load_hf
     from .tasks import build_task
@@ -110,12 +111,16 @@ def build_components(cfg: Config, log=print) -> Components:
     if cfg.loss.kl_coef > 0:
         ref_model, _ = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
         ref_model.eval().requires_grad_(False)
-    if cfg.rollout.engine == "vllm":
+    engine_name = resolve_engine(cfg.rollout.engine, device.type)
+    if engine_name != cfg.rollout.engine:
+        log(f"[engine] rollout.engine={cfg.rollout.engine} -> {engine_name}")
+    if engine_name == "vllm":
         from .engines.vllm import VLLMEngine  # optional dependency, imported only when asked for
 
         engine = VLLMEngine.from_config(cfg, model_dir, tokenizer)
+        log(f"[engine] vLLM ({engine.dtype}) started in {engine.startup_s:.1f} s")
     else:
-        engine = ENGINES.get(cfg.rollout.engine)(
+        engine = ENGINES.get(engine_name)(
             model, tokenizer, device, cfg.rollout.generation_batch_responses, cfg.model.prompt_format
         )
     return Components(task, model, tokenizer, ref_model, engine, device, model_dir)

@@ -8,7 +8,8 @@ name (``failure.<name>``); setting one to ``null`` drops it.
 - ``non_finite``: NaN/Inf in the loss, the gradient norm or the parameters.
 - ``accuracy_collapse``: validation accuracy below ``drop_frac`` x its best so far, once the best has
   exceeded ``min_peak``, for ``patience`` consecutive evaluations.
-- ``reward_collapse``: the same on the training reward mean, smoothed over ``window`` rollouts.
+- ``reward_collapse``: the same on the training reward mean, smoothed over the last rollouts that
+  cover ``window_responses`` responses (1024 by default, the same window at every rollout size).
 - ``kl_blowup``: the mean k3 KL between the policy after a step and the rollout policy
   (``train/kl_old``) above ``max_kl``.
 - ``entropy_collapse``: mean token entropy of the rollout (``train/entropy``) below ``min_entropy``.
@@ -39,15 +40,19 @@ class CollapseParams:
     drop_frac: float = 0.5
     min_peak: float = 0.1
     patience: int = 1
-    window: int = 1
+    window: int = 1  # smooth over this many rows (evaluations or rollouts)
+    # Smooth over the last rows covering at least this many responses instead (0: use ``window``).
+    # A window in responses means the same at every rollout size: a few-rollout window at small B is
+    # noise, and a false collapse would bias the failure clock towards small B.
+    window_responses: int = 0
 
     def validate(self, prefix: str) -> None:
         if not 0 < self.drop_frac < 1:
             raise ConfigError(f"{prefix}.drop_frac must be in (0, 1) (got {self.drop_frac})")
         if not 0 <= self.min_peak <= 1:
             raise ConfigError(f"{prefix}.min_peak must be in [0, 1] (got {self.min_peak})")
-        if self.patience < 1 or self.window < 1:
-            raise ConfigError(f"{prefix}.patience and {prefix}.window must be >= 1")
+        if self.patience < 1 or self.window < 1 or self.window_responses < 0:
+            raise ConfigError(f"{prefix}.patience and {prefix}.window must be >= 1, window_responses >= 0")
 
 
 @dataclass
@@ -72,7 +77,7 @@ class EntropyCollapseParams:
 class FailureConfig:
     non_finite: NonFiniteParams | None = field(default_factory=NonFiniteParams)
     accuracy_collapse: CollapseParams | None = field(default_factory=CollapseParams)
-    reward_collapse: CollapseParams | None = field(default_factory=lambda: CollapseParams(window=8))
+    reward_collapse: CollapseParams | None = field(default_factory=lambda: CollapseParams(window_responses=1024))
     kl_blowup: KLBlowupParams | None = field(default_factory=KLBlowupParams)
     entropy_collapse: EntropyCollapseParams | None = field(default_factory=EntropyCollapseParams)
 
@@ -120,16 +125,24 @@ class _Collapse(Detector):
         self.p = params
         self.best = -math.inf
         self.below = 0
-        self.recent: deque[float] = deque(maxlen=params.window)
+        # (value, weight) pairs; weight = responses of the row when smoothing in responses
+        self.recent: deque[tuple[float, float]] = deque(maxlen=None if params.window_responses else params.window)
 
     def observe(self, row):
         value = row.get(self.key)
-        if value is None:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
             return None
-        self.recent.append(float(value))
-        smoothed = sum(self.recent) / len(self.recent)
-        if len(self.recent) < self.recent.maxlen:
+        if self.p.window_responses:
+            self.recent.append((float(value), float(row.get("rollout/responses", 1))))
+            while len(self.recent) > 1 and sum(w for _, w in self.recent) - self.recent[0][1] >= self.p.window_responses:
+                self.recent.popleft()
+            full = sum(w for _, w in self.recent) >= self.p.window_responses
+        else:
+            self.recent.append((float(value), 1.0))
+            full = len(self.recent) == self.recent.maxlen
+        if not full:
             return None
+        smoothed = sum(v * w for v, w in self.recent) / sum(w for _, w in self.recent)
         armed = self.best > self.p.min_peak
         if armed and smoothed < self.p.drop_frac * self.best:
             self.below += 1
@@ -145,7 +158,7 @@ class _Collapse(Detector):
 
     def load_state_dict(self, state):
         self.best, self.below = state["best"], state["below"]
-        self.recent.extend(state["recent"])
+        self.recent.extend(tuple(x) for x in state["recent"])
 
 
 @DETECTORS.register("accuracy_collapse")

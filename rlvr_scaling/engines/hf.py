@@ -99,15 +99,26 @@ class HFEngine(Engine):
         lengths = torch.zeros(n, dtype=torch.long, device=dev)
         was_training = self.model.training
         self.model.eval()
+        # Prefill each distinct prompt once (a GRPO group repeats its prompt G times), then give every
+        # response its copy of the prompt's KV cache: same computation, 1/G of the prefill work.
+        first = [i for i in range(n) if i == 0 or rows[i] != rows[i - 1]]
+        expand = torch.repeat_interleave(
+            torch.arange(len(first), device=dev),
+            torch.tensor([b - a for a, b in zip(first, first[1:] + [n])], device=dev),
+        )
         cache = DynamicCache(config=self.model.config)
+        uniq_mask = mask[first]
         out = self.model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=position_ids_from_mask(mask),
+            input_ids=ids[first],
+            attention_mask=uniq_mask,
+            position_ids=position_ids_from_mask(uniq_mask),
             cache=cache,
             use_cache=True,
             logits_to_keep=1,
         )
+        if len(first) < n:
+            out.cache.batch_select_indices(expand)
+            out.logits = out.logits[expand]
         # Rows still generating; finished rows are dropped from the batch and its KV cache, so a
         # rollout whose answers stop early costs only what it generates.
         active = torch.arange(n, device=dev)

@@ -182,7 +182,10 @@ def read_rows(
 
         data = datasets.load_from_disk(path)
         if not isinstance(data, datasets.Dataset):  # (the message may only be built for a DatasetDict)
-            check(False, f"{label}: {path} holds several splits ({', '.join(data)}); point at one split's folder")
+            check(
+                False,
+                f"{label}: {path} holds several splits ({', '.join(data)}); point at one split's folder",
+            )
         for key in (question_key, answer_key):
             check(
                 key in data.column_names,

@@ -67,6 +67,19 @@ def test_accuracy_collapse_needs_peak_then_drop():
     assert _run(FailureMonitor(cfg), [{"eval/accuracy": a} for a in (0.15, 0.19, 0.01)]) is None
 
 
+def test_reward_collapse_window_in_responses_is_the_same_at_every_b():
+    cfg = FailureConfig(accuracy_collapse=None, reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1,
+                                                                               window_responses=64))
+    # B = 16: one noisy rollout at 0.0 among 0.4s does not fire (4-rollout window), a sustained drop does.
+    noisy = [{"train/reward_mean": r, "rollout/responses": 16} for r in (0.4, 0.4, 0.4, 0.4, 0.0, 0.4, 0.4)]
+    assert _run(FailureMonitor(cfg), noisy) is None
+    drop = [{"train/reward_mean": r, "rollout/responses": 16} for r in (0.4,) * 4 + (0.0,) * 4]
+    assert _run(FailureMonitor(cfg), drop) == (6, "reward_collapse")
+    # B = 64: the window is one rollout.
+    big = [{"train/reward_mean": r, "rollout/responses": 64} for r in (0.4, 0.4, 0.1)]
+    assert _run(FailureMonitor(cfg), big) == (2, "reward_collapse")
+
+
 def test_reward_collapse_smoothed():
     cfg = FailureConfig(
         accuracy_collapse=None, reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1, window=2)

@@ -55,8 +55,14 @@ def test_hf_engine_feeds_the_chat_encoding():
     tok = build_tokenizer()
     tok.chat_template = TEMPLATE
     model = LlamaForCausalLM(
-        LlamaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                    intermediate_size=64, max_position_embeddings=64)
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
     ).eval()
     gen = HFEngine(model, tok, torch.device("cpu"), prompt_format="chat").generate(
         ["3+4=", "12+5="], [1, 2], SamplingParams(3), torch.Generator().manual_seed(0)

@@ -194,12 +194,14 @@ def test_a_datasets_folder_with_several_splits_or_wrong_columns_is_refused(data_
     datasets = pytest.importorskip("datasets", reason="the optional 'datasets' package is not installed")
     rows = {"question": ["Is 2 even?"], "final_answer": ["Yes"]}
     both = tmp_path / "both"
-    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}).save_to_disk(
-        str(both)
-    )
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}
+    ).save_to_disk(str(both))
     with pytest.raises(ConfigError, match=r"holds several splits \(train, test\); point at one split"):
         build_task(_task_params("deepmath", data_dir, monkeypatch, f"task.path={both}"))
     other = tmp_path / "other"
     datasets.Dataset.from_dict({"problem": ["Is 2 even?"], "final_answer": ["Yes"]}).save_to_disk(str(other))
-    with pytest.raises(ConfigError, match=r"column 'question' not in .*other \(columns: problem, final_answer\)"):
+    with pytest.raises(
+        ConfigError, match=r"column 'question' not in .*other \(columns: problem, final_answer\)"
+    ):
         build_task(_task_params("deepmath", data_dir, monkeypatch, f"task.path={other}"))

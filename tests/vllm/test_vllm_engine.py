@@ -159,7 +159,9 @@ def test_chat_prompt_format_gives_both_engines_the_same_ids(engine, trainer_mode
         gen = engine.generate(["3+4="], [2], SamplingParams(4), _rng(0))
     finally:
         engine.tokenizer, engine.prompt_format = saved
-    ref = HFEngine(model, chat_tok, CPU, prompt_format="chat").generate(["3+4="], [2], SamplingParams(4), _rng(0))
+    ref = HFEngine(model, chat_tok, CPU, prompt_format="chat").generate(
+        ["3+4="], [2], SamplingParams(4), _rng(0)
+    )
     lp = gen.prompt_width
     assert lp == ref.prompt_width == len(expected)
     assert gen.input_ids[0, :lp].tolist() == ref.input_ids[0, :lp].tolist() == expected
@@ -191,7 +193,9 @@ def test_call_seeding_bf16_threads_and_global_rng(tiny_model_dir, trainer_model)
         gen = eng.generate(PROMPTS, [4] * 6, SamplingParams(8), _rng(1))
         comp = gen.completion_mask[:, gen.prompt_width :]
         err = (_trainer_logprobs(model, gen, 1.0) - gen.behaviour_logprobs[:, gen.prompt_width :])[comp].abs()
-        print(f"\n[vllm bf16] mean |dlogp| {err.mean():.3g}, max {err.max():.3g}; push {eng.sync.last_s * 1e3:.1f} ms")
+        print(
+            f"\n[vllm bf16] mean |dlogp| {err.mean():.3g}, max {err.max():.3g}; push {eng.sync.last_s * 1e3:.1f} ms"
+        )
         assert err.mean() < 0.05
     finally:
         eng.close()
@@ -212,8 +216,12 @@ def test_multiprocess_engine_receives_serialized_weights(tiny_model_dir, trainer
             p.add_(0.05 * torch.randn(p.shape, generator=_rng(7)))
     eng = VLLMEngine(str(model_dir), tokenizer, VLLMConfig(in_process=False), dtype="float32", seed=0)
     try:
-        assert _max_logprob_diff(model, eng.generate(PROMPTS, [2] * 6, SamplingParams(8), _rng(0)), 1.0) > 1e-2
+        assert (
+            _max_logprob_diff(model, eng.generate(PROMPTS, [2] * 6, SamplingParams(8), _rng(0)), 1.0) > 1e-2
+        )
         eng.sync_weights(model)
-        assert _max_logprob_diff(model, eng.generate(PROMPTS, [2] * 6, SamplingParams(8), _rng(0)), 1.0) <= 1e-3
+        assert (
+            _max_logprob_diff(model, eng.generate(PROMPTS, [2] * 6, SamplingParams(8), _rng(0)), 1.0) <= 1e-3
+        )
     finally:
         eng.close()
