@@ -22,6 +22,14 @@ def resolve_engine(name: str, device: str) -> str:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and importlib.util.find_spec("vllm") is not None:
+    if device == "cuda" and vllm_installed():
         return "vllm"
     return "hf"
+
+
+def vllm_installed() -> bool:
+    """Whether a ``vllm`` package is installed (cheap: nothing imported). A directory named ``vllm``
+    without ``__init__.py`` on ``sys.path`` (e.g. ``tests/vllm`` under pytest) is a namespace package,
+    not vLLM: it has no origin."""
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None

