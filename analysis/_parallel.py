@@ -2,13 +2,15 @@
 
 Workers are forked, so they inherit module state set before the pool starts and nothing needs to be
 re-imported; results come back pickled. Where fork is unavailable (macOS/Windows default), with one
-job, or if the pool cannot start, the work runs in-process — same results, only slower.
+job, when torch is loaded in this process (forking a running OpenMP pool can deadlock), or if the pool
+cannot start, the work runs in-process — same results, only slower.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -27,6 +29,10 @@ def default_jobs() -> int:
 def fork_map(func: Callable[[Any], T], items: Sequence[Any], jobs: int) -> list[T]:
     """``[func(item) for item in items]``, in ``jobs`` forked processes when that is possible."""
     if jobs <= 1 or len(items) <= 1 or "fork" not in mp.get_all_start_methods():
+        return [func(item) for item in items]
+    if "torch" in sys.modules:
+        # Forking a process whose OpenMP thread pool is running (torch imported and used, e.g. a test
+        # session or a notebook that also trains) can deadlock the child: stay in-process.
         return [func(item) for item in items]
     try:
         pool = mp.get_context("fork").Pool(min(jobs, len(items)))
