@@ -149,12 +149,25 @@ class RunConfig:
     force: bool = False  # re-run even if the run directory says completed/failed
     cache_dir: str = "~/.cache/rlvr_scaling"  # warm-started embedded models
     progress: bool = True
+    # data-parallel runs (N processes from torchrun or SLURM tasks; see rlvr_scaling/distributed.py):
+    # auto = FSDP2 on GPUs, DDP on CPU; fsdp | ddp force one. Ignored by single-process runs.
+    parallel: str = "auto"
+    dist_backend: str = "auto"  # auto = nccl on GPUs, gloo on CPU
+    # stop (checkpointed, state "preempted", resumable) once this many rollouts are done: time-sliced
+    # jobs, or continuing a run elsewhere (another machine, another number of processes)
+    stop_after_rollouts: int | None = None
 
     def validate(self, prefix: str = "run") -> None:
+        if self.parallel not in ("auto", "ddp", "fsdp"):
+            raise ConfigError(f"{prefix}.parallel must be auto, ddp or fsdp (got {self.parallel!r})")
+        if self.dist_backend not in ("auto", "gloo", "nccl"):
+            raise ConfigError(f"{prefix}.dist_backend must be auto, gloo or nccl (got {self.dist_backend!r})")
         if self.checkpoint_every_rollouts < 1:
             raise ConfigError(f"{prefix}.checkpoint_every_rollouts must be >= 1")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"{prefix}.device must be auto, cpu or cuda (got {self.device!r})")
+        if self.stop_after_rollouts is not None and self.stop_after_rollouts < 1:
+            raise ConfigError(f"{prefix}.stop_after_rollouts must be >= 1 or null")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"{prefix}.threads must be >= 1 or null")
 
@@ -191,6 +204,9 @@ class Derived:
     epochs: int
     rollouts_in_budget: int  # ceil(max_responses / B) for a uniform allocator
     engine: str = "hf"  # the generation engine rollout.engine resolves to (auto -> hf | vllm)
+    world_size: int = 1  # data-parallel processes (ranks)
+    prompts_per_rank: int = 0  # the largest rank's share of the P prompts (whole groups)
+    minibatch_responses_per_rank: int = 0  # the largest rank's share of a minibatch of B/K
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -248,13 +264,16 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"optim.micro_batch_responses ({mb}) must divide the minibatch B/K = {b // k}")
 
 
-def derive(cfg: Config) -> Derived:
+def derive(cfg: Config, world_size: int = 1) -> Derived:
     from .algorithms.lr_rules import build_lr_rule
     from .engines import resolve_engine
 
     b = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size
     k = cfg.optim.steps_per_rollout
     return Derived(
+        world_size=world_size,
+        prompts_per_rank=-(-cfg.rollout.prompts_per_rollout // world_size),
+        minibatch_responses_per_rank=-(-(b // k) // world_size),
         responses_per_rollout=b,
         prompts_per_rollout=cfg.rollout.prompts_per_rollout,
         group_size=cfg.rollout.group_size,

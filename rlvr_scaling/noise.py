@@ -23,13 +23,24 @@ analysis should smooth them. With K = 1 nothing can be estimated and the values 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
+from .distributed import local_tensor
+
 
 class NoiseEstimator:
-    def __init__(self, model: torch.nn.Module, steps_per_epoch: int):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        steps_per_epoch: int,
+        reduce_sum: Callable[[float], float] | None = None,
+    ):
+        """``reduce_sum``: for sharded parameters (FSDP), sums a per-rank partial sum of squares over
+        the ranks (each rank sees only its shard of every gradient)."""
         self.steps_per_epoch = steps_per_epoch
+        self.reduce_sum = reduce_sum or (lambda x: x)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.sum_grad: list[torch.Tensor] | None = None
         self.sum_sq = 0.0
@@ -47,14 +58,16 @@ class NoiseEstimator:
         if self.count >= self.steps_per_epoch:
             return
         grads = [
-            p.grad.detach().float() if p.grad is not None else torch.zeros_like(p, dtype=torch.float32)
+            local_tensor(p.grad.detach()).float()
+            if p.grad is not None
+            else torch.zeros_like(local_tensor(p.detach()), dtype=torch.float32)
             for p in self.params
         ]
         if self.sum_grad is None:
             self.sum_grad = [g.clone() for g in grads]
         else:
             torch._foreach_add_(self.sum_grad, grads)
-        self.sum_sq += float(torch.stack(torch._foreach_norm(grads)).pow(2).sum())
+        self.sum_sq += self.reduce_sum(float(torch.stack(torch._foreach_norm(grads)).pow(2).sum()))
         self.count += 1
         self.rows += rows
 
@@ -72,7 +85,7 @@ class NoiseEstimator:
         b = self.rows / k
         big = self.rows
         mean_small = self.sum_sq / k
-        g_big_sq = float(torch.stack(torch._foreach_norm(self.sum_grad)).pow(2).sum()) / k**2
+        g_big_sq = self.reduce_sum(float(torch.stack(torch._foreach_norm(self.sum_grad)).pow(2).sum())) / k**2
         grad_sq = (big * g_big_sq - b * mean_small) / (big - b)
         trace = (mean_small - g_big_sq) / (1.0 / b - 1.0 / big)
         self.last = {

@@ -34,6 +34,8 @@ class Components:
     engine: Any
     device: torch.device
     model_dir: str
+    dist: Any = None  # distributed.DistEnv (None: one process)
+    parallel: Any = None  # distributed.Parallel
 
 
 def config_dict(cfg: Config) -> dict[str, Any]:
@@ -90,18 +92,24 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def build_components(cfg: Config, log=print) -> Components:
+def build_components(cfg: Config, log=print, dist_env=None) -> Components:
+    from .distributed import DistEnv, local_device, wrap
     from .engines import resolve_engine
     from .engines.hf import ENGINES
     from .models import check_prompt_format, load_hf
     from .tasks import build_task
 
-    device = resolve_device(cfg.run.device)
+    dist_env = dist_env or DistEnv()
+    device = local_device(resolve_device(cfg.run.device), dist_env)
     task = build_task(cfg.task)
     if cfg.model.path == "embedded":
         from .warm_start import prepare_embedded
 
-        model_dir = str(prepare_embedded(cfg.model, task, cfg.task, Path(cfg.run.cache_dir), log=log))
+        # rank 0 builds (or finds) the cached warm start; the others then load it
+        model_dir = None
+        if dist_env.is_main:
+            model_dir = str(prepare_embedded(cfg.model, task, cfg.task, Path(cfg.run.cache_dir), log=log))
+        model_dir = dist_env.broadcast_object(model_dir)
     else:
         model_dir = cfg.model.path
     model, tokenizer = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
@@ -114,6 +122,10 @@ def build_components(cfg: Config, log=print) -> Components:
     engine_name = resolve_engine(cfg.rollout.engine, device.type)
     if engine_name != cfg.rollout.engine:
         log(f"[engine] rollout.engine={cfg.rollout.engine} -> {engine_name}")
+    # data-parallel wrapping (DDP / FSDP2); the engine generates with the unsharded module
+    parallel = wrap(model, dist_env, cfg.run.parallel, device)
+    if dist_env.enabled:
+        log(f"[parallel] {parallel.strategy} over {dist_env.world_size} ranks ({dist_env.backend})")
     if engine_name == "vllm":
         from .engines.vllm import VLLMEngine  # optional dependency, imported only when asked for
 
@@ -121,9 +133,13 @@ def build_components(cfg: Config, log=print) -> Components:
         log(f"[engine] vLLM ({engine.dtype}) started in {engine.startup_s:.1f} s")
     else:
         engine = ENGINES.get(engine_name)(
-            model, tokenizer, device, cfg.rollout.generation_batch_responses, cfg.model.prompt_format
+            parallel.full_module,
+            tokenizer,
+            device,
+            cfg.rollout.generation_batch_responses,
+            cfg.model.prompt_format,
         )
-    return Components(task, model, tokenizer, ref_model, engine, device, model_dir)
+    return Components(task, model, tokenizer, ref_model, engine, device, model_dir, dist_env, parallel)
 
 
 def describe(cfg: Config, d: Derived) -> str:
@@ -133,31 +149,71 @@ def describe(cfg: Config, d: Derived) -> str:
         if rule == "power"
         else f"{rule} (max {d.lr:.4g})"
     )
+    ranks = (
+        f"; {d.world_size} ranks: <= {d.prompts_per_rank} prompts and <= {d.minibatch_responses_per_rank} "
+        "responses of each minibatch per rank"
+        if d.world_size > 1
+        else ""
+    )
     return (
         f"B = P*G = {d.prompts_per_rollout}*{d.group_size} = {d.responses_per_rollout} responses per rollout; "
         f"K = {d.steps_per_rollout} steps of B/K = {d.minibatch_responses} responses (x{d.epochs} epochs); "
-        f"{lr_text}; budget {cfg.train.max_responses} responses (~{d.rollouts_in_budget} rollouts)"
+        f"{lr_text}; budget {cfg.train.max_responses} responses (~{d.rollouts_in_budget} rollouts){ranks}"
     )
 
 
 def train(cfg: Config, run_dir: Path, log=print) -> str:
-    """Run (or resume, or skip) one training run in ``run_dir``. Returns its final state."""
-    from .trainer import Trainer
+    """Run (or resume, or skip) one training run in ``run_dir``. Returns its final state.
+
+    Data-parallel when launched as N processes (torchrun, SLURM tasks): every process calls this with
+    the same config and directory; rank 0 alone writes the directory and logs.
+    """
+    from . import distributed
 
     validate(cfg)
-    derived = derive(cfg)
+    world = distributed.requested_world_size()
+    if world > cfg.rollout.prompts_per_rollout:
+        raise ConfigError(
+            f"rollout.prompts_per_rollout={cfg.rollout.prompts_per_rollout} is smaller than the world size "
+            f"{world}: every rank needs at least one prompt (whole groups stay on one rank)"
+        )
+    derived = derive(cfg, world)
+    env = distributed.init(resolve_device(cfg.run.device).type, cfg.run.dist_backend)
+    try:
+        if not env.is_main:
+            log = _quiet
+        return _train(cfg, derived, run_dir, env, log)
+    finally:
+        distributed.shutdown()
+
+
+def _quiet(*_args, **_kwargs) -> None:
+    pass
+
+
+def _train(cfg: Config, derived: Derived, run_dir: Path, env, log) -> str:
+    from .trainer import Trainer
+
     log(f"[run] {run_dir}")
     log(f"[derived] {describe(cfg, derived)}")
-    ended = prepare_run_dir(cfg, run_dir, log=log)
+    outcome: tuple[str, str | None] = ("ok", None)
+    if env.is_main:
+        try:
+            outcome = ("ok", prepare_run_dir(cfg, run_dir, log=log))
+        except ConfigError as err:
+            outcome = ("error", str(err))
+    kind, ended = env.broadcast_object(outcome)
+    if kind == "error":
+        raise ConfigError(ended)
     if ended is not None:
         return ended
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     torch.manual_seed(cfg.seed)
-    components = build_components(cfg, log=log)
+    components = build_components(cfg, log=log, dist_env=env)
     sinks = []
     name = cfg.run.name or run_dir.name
-    if cfg.logger.name == "wandb":
+    if cfg.logger.name == "wandb" and env.is_main:
         from .loggers import WandbSink
 
         tags = [f"B={derived.responses_per_rollout}", f"K={derived.steps_per_rollout}", f"seed={cfg.seed}"]

@@ -110,21 +110,45 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def save_checkpoint(run_dir: Path, tag: str, model, optimizer, trainer_state: dict, keep: int = 1) -> Path:
+def save_checkpoint(
+    run_dir: Path, tag: str, model, optimizer, trainer_state: dict, keep: int = 1, dist_env=None
+) -> Path:
+    """Write a checkpoint atomically (a temporary directory renamed into place).
+
+    One process: ``model.safetensors`` + ``optimizer.safetensors``/``.json``. Data-parallel
+    (``dist_env.enabled``): model and optimizer state go through ``torch.distributed.checkpoint`` into
+    ``dcp/`` (every rank writes its shards; loadable at any world size, including 1); rank 0 writes
+    the rest. Every rank must call this.
+    """
+    distributed = dist_env is not None and dist_env.enabled
+    main = not distributed or dist_env.is_main
     root = run_dir / CHECKPOINTS
-    root.mkdir(exist_ok=True)
     final = root / tag
     tmp = root / f".{tag}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_model(model, str(tmp / "model.safetensors"))
-    opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
-    save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+    if main:
+        root.mkdir(exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+    if distributed:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        dist_env.barrier()
+        msd, osd = get_state_dict(model, optimizer)
+        dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(tmp / "dcp"))
+        dist_env.barrier()
+        if not main:
+            dist_env.barrier()
+            return final
+    else:
+        save_model(model, str(tmp / "model.safetensors"))
+        opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
+        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+        atomic_write_json(tmp / "optimizer.json", opt_meta)
     rng = {"torch_cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng.update({f"torch_cuda_{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
     save_file(rng, str(tmp / "rng.safetensors"))
-    atomic_write_json(tmp / "optimizer.json", opt_meta)
     atomic_write_json(tmp / "trainer.json", trainer_state, strict=False)  # detector state may hold -inf
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -133,6 +157,8 @@ def save_checkpoint(run_dir: Path, tag: str, model, optimizer, trainer_state: di
     for old in tags[:-keep] if keep else []:
         if old != tag:
             shutil.rmtree(root / old, ignore_errors=True)
+    if distributed:
+        dist_env.barrier()
     return final
 
 
@@ -144,10 +170,46 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return path if (path / "trainer.json").is_file() else None
 
 
-def load_checkpoint(path: Path, model, optimizer) -> dict:
-    missing, unexpected = load_model(model, str(path / "model.safetensors"), strict=True)
-    opt_meta = json.loads((path / "optimizer.json").read_text())
-    optimizer.load_state_dict(_unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), opt_meta))
+def load_checkpoint(path: Path, model, optimizer, full_model=None, dist_env=None) -> dict:
+    """Restore model, optimizer and RNG state; returns the trainer state. Either format loads at any
+    world size: a ``dcp/`` checkpoint through ``torch.distributed.checkpoint`` (resharded to the
+    current ranks, or read whole by a single process); a single-process safetensors checkpoint into a
+    data-parallel run through full state dicts (``full_model``: the run's unsharded module)."""
+    distributed = dist_env is not None and dist_env.enabled
+    if (path / "dcp").is_dir():
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        msd, osd = get_state_dict(model, optimizer)
+        state = {"model": msd, "optim": osd}
+        dcp.load(state, checkpoint_id=str(path / "dcp"))
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    elif distributed:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        load_model(full_model, str(path / "model.safetensors"), strict=True)  # resolves tied weights
+        names = [n for n, _ in full_model.named_parameters()]
+        opt_meta = json.loads((path / "optimizer.json").read_text())
+        native = _unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), opt_meta)
+        by_name = {
+            "state": {names[int(i)]: v for i, v in native["state"].items()},
+            "param_groups": [
+                {**g, "params": [names[int(i)] for i in g["params"]]} for g in native["param_groups"]
+            ],
+        }
+        set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=full_model.state_dict(),
+            optim_state_dict=by_name,
+            options=StateDictOptions(full_state_dict=True),
+        )
+    else:
+        load_model(model, str(path / "model.safetensors"), strict=True)
+        opt_meta = json.loads((path / "optimizer.json").read_text())
+        optimizer.load_state_dict(
+            _unflatten_optimizer(load_file(str(path / "optimizer.safetensors")), opt_meta)
+        )
     rng = load_file(str(path / "rng.safetensors"))
     torch.set_rng_state(rng["torch_cpu"])
     if torch.cuda.is_available():

@@ -14,6 +14,7 @@ run and produces the same metrics (up to the wall-clock fields).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 import signal
@@ -32,7 +33,8 @@ from .algorithms.loss import policy_loss, token_weights
 from .algorithms.lr_rules import build_lr_rule
 from .clocks import Clocks
 from .config import Config, Derived
-from .engines.base import Generation, SamplingParams
+from .distributed import DistEnv, Parallel, full_value, local_tensor
+from .engines.base import Generation, SampleKeys, SamplingParams
 from .noise import NoiseEstimator
 from .policy import completion_logprobs, trim_padding
 from .progress import ProgressDisplay
@@ -63,7 +65,15 @@ class Trainer:
         self.ref_model = components.ref_model
         self.engine = components.engine
         self.device = components.device
-        self.n_params = sum(p.numel() for p in self.model.parameters())
+        # data parallelism (distributed.py): a single process is world size 1 with the model itself
+        self.dist: DistEnv = getattr(components, "dist", None) or DistEnv()
+        parallel = getattr(components, "parallel", None)
+        if parallel is None or parallel.strategy == "none":
+            parallel = Parallel("none", self.model, self.model, self.model)
+        self.parallel: Parallel = parallel
+        # theta_old, unsharded: what the engine generates with and the per-rank log-prob passes use
+        self.full_model = self.parallel.full_module
+        self.n_params = sum(p.numel() for p in self.full_model.parameters())
         self.sinks = list(sinks)
         self.log = log
         opt = cfg.optim
@@ -86,20 +96,26 @@ class Trainer:
 
         self.baseline_needs = NEEDS[cfg.baseline.name]
         self.grads = RolloutGradients(
-            cfg, self.model, self.ref_model, self.device, self.n_params, self.baseline_needs
+            cfg, self.full_model, self.ref_model, self.device, self.n_params, self.baseline_needs
         )
         log(f"[gradients] {self.grads.describe()}")
         self.monitor = FailureMonitor(cfg.failure)
-        self.noise = NoiseEstimator(self.model, derived.steps_per_rollout)
+        sharded = self.parallel.strategy == "fsdp"
+        self.noise = NoiseEstimator(
+            self.model, derived.steps_per_rollout, self._reduce_scalar if sharded else None
+        )
         self.clocks = Clocks()
         self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
         self.validation = self.task.validation()
         self.order = np.random.default_rng(derived_seed(cfg.seed, "data")).permutation(self.task.num_train())
-        self.metrics = MetricsLog(run_dir / "metrics.jsonl")
+        # rank 0 alone writes the run directory; the other ranks count rows so control flow agrees
+        self.metrics = MetricsLog(run_dir / "metrics.jsonl") if self.dist.is_main else _CountingLog()
         self.stop_signal: int | None = None
         self.failure: dict[str, Any] | None = None
         self.resumed_from: str | None = None
-        self.progress = ProgressDisplay(cfg.train.max_responses, cfg.run.progress, log=log)
+        self.progress = ProgressDisplay(
+            cfg.train.max_responses, cfg.run.progress and self.dist.is_main, log=log
+        )
 
     # ------------------------------------------------------------------ public
 
@@ -116,7 +132,10 @@ class Trainer:
                 break
             if self.cfg.train.stop_at_targets and self._all_targets_reached():
                 break
-            if self.stop_signal is not None:
+            if self._stop_requested():
+                state = "preempted"
+                break
+            if self.cfg.run.stop_after_rollouts and self.clocks.rollout >= self.cfg.run.stop_after_rollouts:
                 state = "preempted"
                 break
             self._rollout()
@@ -129,7 +148,8 @@ class Trainer:
         self._write_summary()
         self.metrics.close()
         self.progress.close()
-        if state == "preempted" and callable(self._chained_handler):
+        self.dist.barrier()
+        if state == "preempted" and self.stop_signal is not None and callable(self._chained_handler):
             self._chained_handler(self.stop_signal, None)  # submitit: requeue this job and exit
         return state
 
@@ -139,7 +159,7 @@ class Trainer:
         cfg, d = self.cfg, self.derived
         r = self.clocks.rollout
         gen_rng = torch.Generator(device="cpu").manual_seed(derived_seed(cfg.seed, "rollout", r))
-        sample_rng = self._sampling_generator(derived_seed(cfg.seed, "sample", r))
+        calls = itertools.count()
         examples = [
             self.task.train_example(int(self.order[(r * d.prompts_per_rollout + j) % len(self.order)]))
             for j in range(d.prompts_per_rollout)
@@ -150,14 +170,14 @@ class Trainer:
 
         def generate(prompt_ids: list[int], counts: list[int], sampling=params) -> Generation:
             t = time.perf_counter()
-            gen = self.engine.generate([prompts[i] for i in prompt_ids], counts, sampling, sample_rng)
-            gen.prompt_index = torch.tensor(prompt_ids, dtype=torch.long)[gen.prompt_index]
+            seed = derived_seed(cfg.seed, "sample", r, next(calls))
+            gen = self._generate(prompts, prompt_ids, counts, sampling, seed)
             perf["generate_s"] += time.perf_counter() - t
             return gen
 
         def score(gen: Generation) -> torch.Tensor:
             t = time.perf_counter()
-            rewards = self.task.score(gen.texts, [examples[i] for i in gen.prompt_index.tolist()])
+            rewards = self._score(gen.texts, [examples[i] for i in gen.prompt_index.tolist()])
             perf["reward_s"] += time.perf_counter() - t
             return torch.tensor([math.nan if x is None else float(x) for x in rewards], dtype=torch.float64)
 
@@ -183,14 +203,28 @@ class Trainer:
         if inputs.grad_weights is not None:
             perf["baseline_weights_s"] = time.perf_counter() - t
         advantages = compute_advantages(cfg.baseline, inputs).float()
+        # The K minibatches (and each rank's share of them) are drawn first, so that the old
+        # log-prob pass covers exactly the rows this process trains on.
+        plan = self._plan(len(gen), advantages, gen_rng)
+        needed = torch.unique(torch.cat([a for _, a in plan])) if plan else torch.arange(0)
         # old log-probs (pi_old recomputed by the trainer) and reference log-probs. Rows that cannot
         # reach the loss (zero advantage, no KL term) are skipped: exact, their gradient is zero.
         t = time.perf_counter()
-        needed = self._rows_in_loss(advantages)
-        old_logp, entropy = self._logprobs(self.model, gen, needed, with_entropy=gen.entropies is None)
+        mine = needed
+        if self.dist.enabled and not self.grads.noise_due(r):
+            mine = torch.unique(torch.cat([a[self.dist.block(a.numel())] for _, a in plan] + [needed[:0]]))
+        comp = gen.completion_mask[:, gen.prompt_width :]
         if gen.entropies is not None:
-            entropy = gen.entropies[:, gen.prompt_width :]
-        ref_logp = self._logprobs(self.ref_model, gen, needed)[0] if self.ref_model is not None else None
+            old_logp, _ = self._logprobs(self.full_model, gen, mine)
+            entropy_mean = float(gen.entropies[:, gen.prompt_width :][comp].mean())
+        else:  # the engine reports no entropies: each rank computes them on its block of rows
+            rows = torch.arange(len(gen))[self.dist.block(len(gen))]
+            todo = torch.unique(torch.cat([mine, rows]))
+            old_logp, ent = self._logprobs(self.full_model, gen, todo, with_entropy=True)
+            sums = [float(ent[rows][comp[rows]].sum()), float(comp[rows].sum())]
+            total, count = self.dist.all_reduce_sum(sums)
+            entropy_mean = total / max(count, 1.0)
+        ref_logp = self._logprobs(self.ref_model, gen, mine)[0] if self.ref_model is not None else None
         perf["old_logprob_s"] = time.perf_counter() - t
         # exact per-sample gradient noise at theta_old (noise/per_sample_*); an LR rule with
         # lr.source=per_sample reads this rollout's estimate through the noise statistics
@@ -203,11 +237,13 @@ class Trainer:
             self.noise.last = {**self.noise.last, **per_sample}
         # K optimizer steps
         t = time.perf_counter()
-        train_stats = self._optimize(gen, advantages, old_logp, ref_logp, gen_rng)
+        train_stats = self._optimize(gen, advantages, old_logp, ref_logp, plan)
         perf["train_s"] = time.perf_counter() - t
-        # weight sync: free for the HF engine (shared model), an in-place push for vLLM
+        # weight sync: free for the HF engine (shared model), an in-place push for vLLM; under FSDP
+        # the full weights are gathered from the shards into every rank's engine copy first
         t = time.perf_counter()
-        self.engine.sync_weights(self.model)
+        self.parallel.refresh_full()
+        self.engine.sync_weights(self.full_model)
         perf["sync_s"] = time.perf_counter() - t
         # clocks
         n, tokens = len(gen), gen.num_tokens
@@ -222,7 +258,6 @@ class Trainer:
             2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens) + 2 * greedy_seq
         )
         # training row
-        comp = gen.completion_mask[:, gen.prompt_width :]
         valid = ~torch.isnan(rewards)
         rv = rewards[valid]
         row = {
@@ -233,7 +268,7 @@ class Trainer:
             "train/zero_adv_frac": float((advantages == 0).float().mean()),
             "train/completion_length": float(gen.completion_lengths.float().mean()),
             "train/finished_frac": float(gen.finished.float().mean()),
-            "train/entropy": float(entropy[comp].mean()),
+            "train/entropy": entropy_mean,
             "rollout/responses": n,
             "rollout/tokens": tokens,
             "rollout/prompts": d.prompts_per_rollout,
@@ -267,38 +302,61 @@ class Trainer:
         if self.failure is None and self.clocks.responses >= self.state.next_eval_at:
             self._evaluate_and_log()
 
-    def _optimize(self, gen: Generation, advantages, old_logp, ref_logp, rng) -> dict[str, float]:
-        cfg, d = self.cfg, self.derived
-        n = len(gen)
-        k = d.steps_per_rollout
-        mb = n // k  # responses per minibatch (B/K; with adaptive allocators the rollout's N / K)
-        micro = cfg.optim.micro_batch_responses or mb
-        comp_mask = gen.completion_mask[:, gen.prompt_width :]
-        constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
+    def _plan(
+        self, n: int, advantages: torch.Tensor, rng: torch.Generator
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The rollout's optimizer steps: per step, the minibatch's rows (B/K of them; with adaptive
+        allocators N/K) and the rows among them that reach the loss (all, or those with non-zero
+        advantage when there is no KL term: the others have zero gradient)."""
+        cfg, k = self.cfg, self.derived.steps_per_rollout
+        mb = n // k
         skip_zero = cfg.optim.skip_zero_advantage and cfg.loss.kl_coef == 0
-        sums: dict[str, list[float]] = {}
-        self.noise.start_rollout()
-        self.model.train()
+        steps = []
         for _epoch in range(cfg.optim.epochs):
             perm = torch.randperm(n, generator=rng)
             for step in range(k):
                 rows = perm[step * mb : (step + 1) * mb] if step < k - 1 else perm[step * mb :]
-                weights = token_weights(comp_mask[rows], cfg.loss.aggregation, constant)
-                self.optimizer.zero_grad(set_to_none=False)
-                stats_acc: dict[str, float] = {}
-                active = rows[advantages[rows] != 0] if skip_zero else rows
-                local = {int(x): i for i, x in enumerate(rows.tolist())}
-                for s in range(0, active.numel(), micro):
-                    sub = active[s : s + micro]
-                    sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
-                    ids, mask, start = trim_padding(
-                        gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width
-                    )
-                    width = ids.shape[1] - start
+                steps.append((rows, rows[advantages[rows] != 0] if skip_zero else rows))
+        return steps
+
+    def _optimize(self, gen: Generation, advantages, old_logp, ref_logp, plan) -> dict[str, float]:
+        """The K optimizer steps. Data-parallel: each step's active rows are split into one block per
+        rank; each rank's loss is its part of the minibatch loss (global normaliser) times N, since
+        DDP/FSDP average gradients over ranks. Every rank runs the same number of micro-batches (the
+        largest share's), a rank with fewer pads with a zero-weighted one, so collectives pair up."""
+        cfg, d, env = self.cfg, self.derived, self.dist
+        k = d.steps_per_rollout
+        micro = cfg.optim.micro_batch_responses or max(1, -(-(len(gen) // k) // env.world_size))
+        comp_mask = gen.completion_mask[:, gen.prompt_width :]
+        constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
+        sums: dict[str, list[float]] = {}
+        self.noise.start_rollout()
+        self.model.train()
+        train_module = self.parallel.train_module
+        for rows, active in plan:
+            weights = token_weights(comp_mask[rows], cfg.loss.aggregation, constant)
+            self.optimizer.zero_grad(set_to_none=False)
+            stats_acc: dict[str, float] = {}
+            share = active[env.block(active.numel())]
+            n_micro = max(-(-len(env.block(active.numel(), q)) // micro) for q in range(env.world_size))
+            local = {int(x): i for i, x in enumerate(rows.tolist())}
+            for m in range(n_micro):
+                sub = share[m * micro : (m + 1) * micro]
+                padding = sub.numel() == 0
+                if padding:
+                    sub = rows[:1]
+                sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
+                ids, mask, start = trim_padding(gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width)
+                width = ids.shape[1] - start
+                sl = slice(0, width)
+                with self.parallel.micro_context(sync=m == n_micro - 1):
                     logp, _ = completion_logprobs(
-                        self.model, ids.to(self.device), mask.to(self.device), start, cfg.rollout.temperature
+                        train_module,
+                        ids.to(self.device),
+                        mask.to(self.device),
+                        start,
+                        cfg.rollout.temperature,
                     )
-                    sl = slice(0, width)
                     loss, st = policy_loss(
                         logp,
                         old_logp[sub][:, sl].to(self.device),
@@ -309,27 +367,36 @@ class Trainer:
                         ref_logp=ref_logp[sub][:, sl].to(self.device) if ref_logp is not None else None,
                         kl_coef=cfg.loss.kl_coef,
                     )
+                    if env.enabled:
+                        loss = loss * (0.0 if padding else float(env.world_size))
                     loss.backward()
-                    for key, v in st.items():
-                        stats_acc[key] = stats_acc.get(key, 0.0) + float(v) * (
-                            sub.numel() if key in _MEAN_STATS else 1
-                        )
-                for key in _MEAN_STATS:
-                    if key in stats_acc:
-                        stats_acc[key] /= max(active.numel(), 1)
-                self.noise.observe(rows.numel())
-                # Global gradient norm before clipping (clip_grad_norm_ returns it; one pass, not two).
-                max_norm = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else float("inf")
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
-                lr = self._current_lr()
-                for group in self.optimizer.param_groups:
-                    group["lr"] = lr
-                self.optimizer.step()
-                self.clocks.optimizer_steps += 1
-                stats_acc["grad_norm"] = grad_norm
-                stats_acc["lr"] = lr
-                for key, v in stats_acc.items():
-                    sums.setdefault(key, []).append(v)
+                if padding:
+                    continue
+                for key, v in st.items():
+                    stats_acc[key] = stats_acc.get(key, 0.0) + float(v)
+            if env.enabled:  # the step's statistics over all ranks (same order everywhere)
+                merged: dict[str, float] = {}
+                for part in env.all_gather_object(stats_acc):
+                    for key, v in part.items():
+                        merged[key] = merged.get(key, 0.0) + v
+                stats_acc = merged
+            tokens = stats_acc.pop("tokens", 0.0)
+            for key, mean_key in (("kl_old_sum", "kl_old"), ("clip_sum", "clip_frac")):
+                if key in stats_acc:
+                    stats_acc[mean_key] = stats_acc.pop(key) / max(tokens, 1.0)
+            self.noise.observe(rows.numel())
+            # Global gradient norm before clipping (clip_grad_norm_ returns it; one pass, not two).
+            max_norm = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else float("inf")
+            grad_norm = float(full_value(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)))
+            lr = self._current_lr()
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self.optimizer.step()
+            self.clocks.optimizer_steps += 1
+            stats_acc["grad_norm"] = grad_norm
+            stats_acc["lr"] = lr
+            for key, v in stats_acc.items():
+                sums.setdefault(key, []).append(v)
         self.model.eval()
         out = {
             "loss/policy": _mean(sums.get("policy", [0.0])),
@@ -361,22 +428,28 @@ class Trainer:
             greedy=n_samples == 0,
         )
         counts = [max(n_samples, 1)] * len(self.validation)
-        rng = self._sampling_generator(derived_seed(cfg.seed, "eval", self.clocks.responses))
-        gen = self.engine.generate([e.prompt for e in self.validation], counts, params, rng)
-        rewards = self.task.score(gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()])
+        seed = derived_seed(cfg.seed, "eval", self.clocks.responses)
+        prompts = [e.prompt for e in self.validation]
+        gen = self._generate(prompts, list(range(len(prompts))), counts, params, seed)
+        rewards = self._score(gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()])
         scored = [x for x in rewards if x is not None]
         acc = sum(x >= 1.0 - 1e-9 for x in scored) / max(len(rewards), 1)
-        if gen.entropies is not None:
-            entropy = gen.entropies[:, gen.prompt_width :]
-        else:
-            _, entropy = self._logprobs(self.model, gen, with_entropy=True)
         comp = gen.completion_mask[:, gen.prompt_width :]
+        if gen.entropies is not None:
+            entropy_mean = float(gen.entropies[:, gen.prompt_width :][comp].mean())
+        else:  # each rank computes the entropies of its block of rows
+            rows = torch.arange(len(gen))[self.dist.block(len(gen))]
+            _, ent = self._logprobs(self.full_model, gen, rows, with_entropy=True)
+            total, count = self.dist.all_reduce_sum(
+                [float(ent[rows][comp[rows]].sum()), float(comp[rows].sum())]
+            )
+            entropy_mean = total / max(count, 1.0)
         self.clocks.eval_responses += len(gen)
         row = {
             "eval/accuracy": acc,
             "eval/reward": sum(scored) / max(len(rewards), 1),
             "eval/length": float(gen.completion_lengths.float().mean()),
-            "eval/entropy": float(entropy[comp].mean()),
+            "eval/entropy": entropy_mean,
             "eval/unscorable": len(rewards) - len(scored),
             "eval/responses": len(gen),
             "perf/eval_s": round(time.perf_counter() - t, 4),
@@ -401,10 +474,48 @@ class Trainer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _rows_in_loss(self, advantages: torch.Tensor) -> torch.Tensor:
-        if self.cfg.optim.skip_zero_advantage and self.cfg.loss.kl_coef == 0:
-            return (advantages != 0).nonzero().squeeze(-1)
-        return torch.arange(advantages.numel())
+    def _generate(
+        self, prompts: list[str], prompt_ids: list[int], counts: list[int], params: SamplingParams, seed: int
+    ) -> Generation:
+        """Sample ``counts[i]`` responses to ``prompts[prompt_ids[i]]``; rows keyed by prompt id (so
+        the result does not depend on batching or on the number of ranks). Data-parallel: each rank
+        generates a contiguous block of the prompts (whole groups) with its own engine, and the blocks
+        are all-gathered in order: every rank returns the whole generation."""
+        env = self.dist
+        mine = env.block(len(prompt_ids))
+        ids = [prompt_ids[i] for i in mine]
+        cnt = [counts[i] for i in mine]
+        local = None
+        if sum(cnt) > 0 or not env.enabled:
+            local = self.engine.generate([prompts[i] for i in ids], cnt, params, SampleKeys(seed, tuple(ids)))
+            local.prompt_index = torch.tensor(ids, dtype=torch.long)[local.prompt_index]
+        if not env.enabled:
+            return local
+        parts = [p for p in env.all_gather_object(local) if p is not None]
+        return Generation.concat(parts, self.engine.pad_id)
+
+    def _score(self, texts: list[str], examples: list) -> list[float | None]:
+        """Rewards of ``texts``; data-parallel, each rank scores a block and the blocks are gathered."""
+        env = self.dist
+        if not env.enabled:
+            return self.task.score(texts, examples)
+        blk = env.block(len(texts))
+        mine = (
+            self.task.score(texts[blk.start : blk.stop], examples[blk.start : blk.stop]) if len(blk) else []
+        )
+        return [x for part in env.all_gather_object(list(mine)) for x in part]
+
+    def _stop_requested(self) -> bool:
+        """A stop signal on any rank stops every rank at the same rollout boundary."""
+        flag = 1.0 if self.stop_signal is not None else 0.0
+        if self.dist.enabled:
+            flag = self.dist.all_reduce_sum([flag])[0]
+            if flag > 0 and self.stop_signal is None:  # another rank got it: act as if this one had
+                self.stop_signal = self._handled_signals[0]
+        return flag > 0
+
+    def _reduce_scalar(self, value: float) -> float:
+        return self.dist.all_reduce_sum([value])[0]
 
     def _logprobs(self, model, gen: Generation, rows: torch.Tensor | None = None, with_entropy: bool = False):
         """Per-token log-probs (and entropies) of the completion columns, [N, Lc], for ``rows``
@@ -412,7 +523,7 @@ class Trainer:
         lc = gen.input_ids.shape[1] - gen.prompt_width
         logp = torch.zeros((len(gen), lc))
         ent = torch.zeros((len(gen), lc)) if with_entropy else None
-        todo = torch.arange(len(gen)) if rows is None or with_entropy else rows
+        todo = torch.arange(len(gen)) if rows is None else rows
         chunk = self.cfg.rollout.generation_batch_responses or max(todo.numel(), 1)
         was_training = model.training
         model.eval()
@@ -445,17 +556,18 @@ class Trainer:
 
     @torch.no_grad()
     def _param_norm(self) -> float:
+        if self.parallel.strategy == "fsdp":  # sum of squares over the shards of every rank
+            local = sum(float(local_tensor(p).float().pow(2).sum()) for p in self.model.parameters())
+            return math.sqrt(self._reduce_scalar(local))
         return float(
             torch.linalg.vector_norm(torch.stack([p.float().norm() for p in self.model.parameters()]))
         )
 
-    def _sampling_generator(self, seed: int) -> torch.Generator:
-        device = self.device if self.device.type == "cuda" else "cpu"
-        return torch.Generator(device=device).manual_seed(seed)
-
     def _log_row(self, row: dict[str, Any]) -> None:
         full = {**self.clocks.as_dict(), **row}
         self.metrics.write(full)
+        if not self.dist.is_main:
+            return
         for sink in self.sinks:
             sink.log(full)
 
@@ -493,9 +605,10 @@ class Trainer:
         save_checkpoint(
             self.run_dir,
             f"rollout-{self.clocks.rollout:07d}",
-            self.model,
+            self.parallel.params_module,
             self.optimizer,
             self._trainer_state(),
+            dist_env=self.dist,
         )
         self._write_status("running" if self.failure is None else "failed")
         self.last_checkpoint_s = time.perf_counter() - t
@@ -506,8 +619,9 @@ class Trainer:
             if self.metrics.lines:
                 self.metrics.truncate(0)  # rows from a run that died before its first checkpoint
             return
-        saved = load_checkpoint(path, self.model, self.optimizer)
-        self.engine.sync_weights(self.model)
+        saved = load_checkpoint(path, self.model, self.optimizer, self.full_model, self.dist)
+        self.parallel.refresh_full()
+        self.engine.sync_weights(self.full_model)
         self.clocks = Clocks.from_dict(saved["clocks"])
         self.state = TrainerState(**saved["state"])
         self.failure = saved["failure"]
@@ -542,6 +656,7 @@ class Trainer:
             self._chained_handler = signal.getsignal(signals[0])
         else:
             signals = [signal.SIGTERM, signal.SIGUSR1]
+        self._handled_signals = signals
         for sig in signals:
             try:
                 signal.signal(sig, handler)
@@ -551,12 +666,16 @@ class Trainer:
     def _write_status(self, state: str) -> None:
         from .provenance import provenance
 
+        if not self.dist.is_main:
+            return
         atomic_write_json(
             self.run_dir / "status.json",
             {"state": state, "failure": self.failure, "clocks": self.clocks.as_dict(), **provenance()},
         )
 
     def _write_summary(self) -> None:
+        if not self.dist.is_main:
+            return
         final = {"responses": self.clocks.responses, **self.state.last_eval, "clocks": self.clocks.as_dict()}
         atomic_write_json(
             self.run_dir / "summary.json",
@@ -577,7 +696,21 @@ class Trainer:
         )
 
 
-_MEAN_STATS = ("kl_old", "clip_frac")
+class _CountingLog:
+    """What ranks other than 0 hold instead of the metrics file: a row count (control flow that
+    depends on it must agree on every rank), no writes."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.lines += 1
+
+    def truncate(self, n_lines: int) -> None:
+        self.lines = n_lines
+
+    def close(self) -> None:
+        pass
 
 
 def _mean(values: list[float]) -> float:

@@ -77,7 +77,9 @@ class EntropyCollapseParams:
 class FailureConfig:
     non_finite: NonFiniteParams | None = field(default_factory=NonFiniteParams)
     accuracy_collapse: CollapseParams | None = field(default_factory=CollapseParams)
-    reward_collapse: CollapseParams | None = field(default_factory=lambda: CollapseParams(window_responses=1024))
+    reward_collapse: CollapseParams | None = field(
+        default_factory=lambda: CollapseParams(window_responses=1024)
+    )
     kl_blowup: KLBlowupParams | None = field(default_factory=KLBlowupParams)
     entropy_collapse: EntropyCollapseParams | None = field(default_factory=EntropyCollapseParams)
 
@@ -126,7 +128,9 @@ class _Collapse(Detector):
         self.best = -math.inf
         self.below = 0
         # (value, weight) pairs; weight = responses of the row when smoothing in responses
-        self.recent: deque[tuple[float, float]] = deque(maxlen=None if params.window_responses else params.window)
+        self.recent: deque[tuple[float, float]] = deque(
+            maxlen=None if params.window_responses else params.window
+        )
 
     def observe(self, row):
         value = row.get(self.key)
@@ -134,7 +138,10 @@ class _Collapse(Detector):
             return None
         if self.p.window_responses:
             self.recent.append((float(value), float(row.get("rollout/responses", 1))))
-            while len(self.recent) > 1 and sum(w for _, w in self.recent) - self.recent[0][1] >= self.p.window_responses:
+            while (
+                len(self.recent) > 1
+                and sum(w for _, w in self.recent) - self.recent[0][1] >= self.p.window_responses
+            ):
                 self.recent.popleft()
             full = sum(w for _, w in self.recent) >= self.p.window_responses
         else:

@@ -102,11 +102,14 @@ def policy_loss(
     with torch.no_grad():
         on = weights > 0
         stats["policy"] = loss.detach()
-        # k3 estimate of KL(pi_old || pi_theta) on the minibatch's tokens (the "KL to the rollout policy").
+        # k3 estimate of KL(pi_old || pi_theta) on the minibatch's tokens (the "KL to the rollout policy")
+        # and the clipped fraction, as sums over tokens with their count: summed over micro-batches and
+        # ranks and divided once, they are token means that do not depend on how a minibatch is split.
         k3_old = torch.exp(-log_ratio) + log_ratio - 1.0
-        stats["kl_old"] = k3_old[on].mean() if on.any() else torch.zeros(())
+        stats["tokens"] = on.sum().to(torch.float64)
+        stats["kl_old_sum"] = k3_old[on].double().sum()
         if clip is not None:
             high = clip if clip_high is None else clip_high
             clipped_frac = ((ratio < 1 - clip) & (adv < 0)) | ((ratio > 1 + high) & (adv > 0))
-            stats["clip_frac"] = clipped_frac[on].float().mean() if on.any() else torch.zeros(())
+            stats["clip_sum"] = clipped_frac[on].double().sum()
     return loss, stats

@@ -15,8 +15,10 @@ Conventions shared by every engine:
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -26,6 +28,67 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     greedy: bool = False
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic): a bijective 64-bit hash."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+@dataclass(frozen=True)
+class SampleKeys:
+    """Counter-based sampling randomness, independent of batching and of which process generates.
+
+    Response ``j`` (0-based within one ``generate`` call) of the prompt with key ``prompt_keys[i]`` draws
+    its sampling numbers from a stream determined by ``(seed, prompt_keys[i], j)`` alone: the same
+    rollout comes out whether its prompts are generated in one batch, in chunks, or split across the
+    ranks of a data-parallel run (up to float rounding in the forward passes), and a resumed run draws
+    exactly what the uninterrupted one drew. The trainer keys a rollout's prompts by their index in the
+    rollout and seeds each engine call from (run seed, rollout, call number).
+    """
+
+    seed: int
+    prompt_keys: tuple[int, ...]
+
+    def row_keys(self, counts: Sequence[int]) -> np.ndarray:
+        if len(counts) != len(self.prompt_keys):
+            raise ValueError("SampleKeys: one key per prompt")
+        prompt = np.repeat(np.asarray(self.prompt_keys, dtype=np.uint64), counts)
+        j = np.concatenate([np.arange(c, dtype=np.uint64) for c in counts]) if counts else prompt
+        with np.errstate(over="ignore"):
+            base = _mix(np.uint64(self.seed & ((1 << 64) - 1)) + _GOLDEN)
+            return _mix(
+                base ^ _mix(prompt * _GOLDEN + np.uint64(1)) ^ _mix(j + np.uint64(0x5851F42D4C957F2D))
+            )
+
+    def uniforms(self, counts: Sequence[int], steps: int) -> torch.Tensor:
+        """[N, steps] float64 uniforms in [0, 1): one per response and decoding step."""
+        keys = self.row_keys(counts)
+        with np.errstate(over="ignore"):
+            t = (np.arange(1, steps + 1, dtype=np.uint64) * _GOLDEN)[None, :]
+            bits = _mix(keys[:, None] + t) >> np.uint64(11)
+        return torch.from_numpy(bits.astype(np.float64) * 2.0**-53)
+
+    def request_seeds(self, counts: Sequence[int]) -> list[int]:
+        """One 31-bit seed per response (engines that take per-request seeds, e.g. vLLM)."""
+        return (self.row_keys(counts) >> np.uint64(33)).astype(np.int64).tolist()
+
+
+def draw_uniforms(
+    source: torch.Generator | SampleKeys, counts: Sequence[int], steps: int, device: torch.device
+) -> torch.Tensor:
+    """[N, steps] float64 sampling uniforms from keys (batch-invariant) or a plain generator."""
+    if isinstance(source, SampleKeys):
+        return source.uniforms(counts, steps).to(device)
+    n = int(sum(counts))
+    u = torch.rand((n, steps), generator=source, dtype=torch.float64, device=source.device)
+    return u.to(device)
 
 
 @dataclass
@@ -105,9 +168,12 @@ class Engine(abc.ABC):
         prompts: list[str],
         counts: list[int],
         params: SamplingParams,
-        generator: torch.Generator,
+        generator: torch.Generator | SampleKeys,
     ) -> Generation:
-        """Sample ``counts[i]`` completions for ``prompts[i]``; rows are grouped by prompt, in order."""
+        """Sample ``counts[i]`` completions for ``prompts[i]``; rows are grouped by prompt, in order.
+
+        ``generator``: the sampling randomness, either :class:`SampleKeys` (what the trainer passes:
+        per-response streams, batch-invariant) or a ``torch.Generator``."""
 
     def sync_weights(self, model: torch.nn.Module) -> None:  # noqa: B027 - optional hook
         """Make the engine generate with ``model``'s current weights (no-op when it shares them)."""

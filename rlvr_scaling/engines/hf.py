@@ -14,7 +14,7 @@ from transformers import DynamicCache
 
 from ..models import encode_prompt
 from ..registry import Registry
-from .base import Engine, Generation, SamplingParams
+from .base import Engine, Generation, SamplingParams, draw_uniforms
 
 ENGINES: Registry[type] = Registry("engine")
 
@@ -24,11 +24,14 @@ def position_ids_from_mask(mask: torch.Tensor) -> torch.Tensor:
 
 
 def sample_tokens(
-    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator
+    logits: torch.Tensor, params: SamplingParams, uniforms: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Next tokens, their log-probs and the entropy under softmax(logits / T). logits: [n, V] float32.
 
-    Greedy decoding reports log-probs and entropy at temperature 1.
+    Sampling is by inversion: row i takes the token whose interval of the cumulative distribution
+    holds ``uniforms[i]`` (one uniform per row and step, drawn up front from per-response streams), so
+    a response's tokens do not depend on which other rows share its batch. Greedy decoding reports
+    log-probs and entropy at temperature 1.
     """
     if params.greedy:
         logp = torch.log_softmax(logits, dim=-1)
@@ -43,7 +46,11 @@ def sample_tokens(
         drop = sorted_p.cumsum(-1) - sorted_p > params.top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
-    tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    cdf = probs.double().cumsum(-1)
+    tokens = torch.searchsorted(cdf, (uniforms.to(cdf.dtype) * cdf[:, -1])[:, None], right=True).squeeze(-1)
+    # rounding at the top of the CDF must not select a zero-probability tail token
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).to(torch.uint8).argmax(-1)
+    tokens = torch.minimum(tokens, last)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1), entropy
 
 
@@ -76,15 +83,19 @@ class HFEngine(Engine):
         if not rows:
             raise ValueError("generate() called with zero responses")
         chunk = self.max_batch or len(rows)
+        uniforms = draw_uniforms(generator, counts, params.max_new_tokens, self.device)
         parts = [
             self._generate_rows(
-                [encoded[i] for i in rows[s : s + chunk]], rows[s : s + chunk], params, generator
+                [encoded[i] for i in rows[s : s + chunk]],
+                rows[s : s + chunk],
+                params,
+                uniforms[s : s + chunk],
             )
             for s in range(0, len(rows), chunk)
         ]
         return Generation.concat(parts, self.pad_id)
 
-    def _generate_rows(self, prompt_ids, rows, params: SamplingParams, generator) -> Generation:
+    def _generate_rows(self, prompt_ids, rows, params: SamplingParams, uniforms: torch.Tensor) -> Generation:
         n, lp, dev = len(prompt_ids), max(len(p) for p in prompt_ids), self.device
         ids = torch.full((n, lp), self.pad_id, dtype=torch.long)
         mask = torch.zeros((n, lp), dtype=torch.long)
@@ -126,7 +137,7 @@ class HFEngine(Engine):
         next_pos = mask.sum(-1, keepdim=True) - 1
         for t in range(max_new):
             logits = out.logits[:, -1, :].float()
-            tok, lp_tok, ent = sample_tokens(logits, params, generator)
+            tok, lp_tok, ent = sample_tokens(logits, params, uniforms[active, t])
             completion[active, t] = tok
             comp_logp[active, t] = lp_tok
             comp_entropy[active, t] = ent

@@ -45,7 +45,7 @@ import torch
 
 from ..errors import ConfigError
 from ..models import DTYPES, encode_prompt
-from .base import Engine, Generation, SamplingParams
+from .base import Engine, Generation, SampleKeys, SamplingParams
 from .vllm_config import VLLMConfig
 
 GIB = 1 << 30
@@ -183,7 +183,11 @@ class VLLMEngine(Engine):
         return [encode_prompt(self.tokenizer, p, self.prompt_format) for p in prompts]
 
     def generate(
-        self, prompts: list[str], counts: list[int], params: SamplingParams, generator: torch.Generator
+        self,
+        prompts: list[str],
+        counts: list[int],
+        params: SamplingParams,
+        generator: torch.Generator | SampleKeys,
     ) -> Generation:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
@@ -203,12 +207,12 @@ class VLLMEngine(Engine):
         requests, sampling = [], []
         with _keep_global_rng():
             if self.settings.seeding == "request":
-                seeds = _draw(generator, len(rows))
+                seeds = _draw(generator, len(rows), counts)
                 for k, i in enumerate(rows):
                     requests.append(TokensPrompt(prompt_token_ids=encoded[i]))
                     sampling.append(VSamplingParams(n=1, seed=None if params.greedy else seeds[k], **common))
             else:
-                torch.manual_seed(_draw(generator, 1)[0])
+                torch.manual_seed(_draw(generator, 1, counts)[0])
                 for i, c in enumerate(counts):
                     if c > 0:
                         requests.append(TokensPrompt(prompt_token_ids=encoded[i]))
@@ -302,8 +306,12 @@ class VLLMEngine(Engine):
 # ---------------------------------------------------------------------- helpers
 
 
-def _draw(generator: torch.Generator, n: int) -> list[int]:
-    """``n`` seeds from the trainer's generator (on its device, as the HF engine would draw)."""
+def _draw(generator: torch.Generator | SampleKeys, n: int, counts: list[int]) -> list[int]:
+    """``n`` seeds: per-response seeds from the trainer's keys (batch-invariant when ``n`` is the number
+    of responses), or draws from a plain generator (on its device)."""
+    if isinstance(generator, SampleKeys):
+        seeds = generator.request_seeds(counts)
+        return seeds if n == len(seeds) else [hash(tuple(seeds)) % _SEED_RANGE]
     return torch.randint(0, _SEED_RANGE, (n,), generator=generator, device=generator.device).tolist()
 
 

@@ -68,8 +68,10 @@ def test_accuracy_collapse_needs_peak_then_drop():
 
 
 def test_reward_collapse_window_in_responses_is_the_same_at_every_b():
-    cfg = FailureConfig(accuracy_collapse=None, reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1,
-                                                                               window_responses=64))
+    cfg = FailureConfig(
+        accuracy_collapse=None,
+        reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1, window_responses=64),
+    )
     # B = 16: one noisy rollout at 0.0 among 0.4s does not fire (4-rollout window), a sustained drop does.
     noisy = [{"train/reward_mean": r, "rollout/responses": 16} for r in (0.4, 0.4, 0.4, 0.4, 0.0, 0.4, 0.4)]
     assert _run(FailureMonitor(cfg), noisy) is None

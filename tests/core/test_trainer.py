@@ -46,7 +46,7 @@ def _rollout(trainer, seed=0):
 def _params_after(cfg, components, tmp_path, rollout):
     trainer = _trainer(cfg, components, tmp_path)
     gen, adv, old = rollout
-    trainer._optimize(gen, adv, old, None, torch.Generator().manual_seed(1))
+    trainer._optimize(gen, adv, old, None, trainer._plan(len(gen), adv, torch.Generator().manual_seed(1)))
     return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
 
 
@@ -91,7 +91,7 @@ def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_pat
             captured["grad"] = torch.cat([p.grad.flatten().clone() for p in trainer.model.parameters()])
 
     trainer.optimizer = Capture()
-    trainer._optimize(gen, adv, old, None, torch.Generator().manual_seed(1))
+    trainer._optimize(gen, adv, old, None, trainer._plan(len(gen), adv, torch.Generator().manual_seed(1)))
     # Plain loop: one unpadded sequence at a time.
     model = trainer.model
     model.zero_grad()
@@ -115,7 +115,10 @@ def test_identical_rewards_give_zero_gradient(cache_dir, components, tmp_path):
     trainer = _trainer(cfg, components, tmp_path)
     gen, _, old = _rollout(trainer)
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    stats = trainer._optimize(gen, torch.zeros(len(gen)), old, None, torch.Generator().manual_seed(1))
+    zero = torch.zeros(len(gen))
+    stats = trainer._optimize(
+        gen, zero, old, None, trainer._plan(len(gen), zero, torch.Generator().manual_seed(1))
+    )
     assert stats["opt/grad_norm"] == 0.0
     for p, q in zip(trainer.model.parameters(), before):
         torch.testing.assert_close(p.detach(), q)  # AdamW with zero gradients and no weight decay: no move

@@ -52,8 +52,13 @@ def warm_cache(tmp_path_factory):
     """Build the tiny warm-started model once, outside SLURM, so jobs only load it."""
     cache = tmp_path_factory.mktemp("slurm_cache")
     out = tmp_path_factory.mktemp("warm")
-    subprocess.run([*TRAIN, *tiny(cache), "train.max_responses=16", f"hydra.run.dir={out}"],
-                   check=True, env=_env(), timeout=300, capture_output=True)
+    subprocess.run(
+        [*TRAIN, *tiny(cache), "train.max_responses=16", f"hydra.run.dir={out}"],
+        check=True,
+        env=_env(),
+        timeout=300,
+        capture_output=True,
+    )
     return cache
 
 
@@ -61,9 +66,21 @@ def warm_cache(tmp_path_factory):
 def test_grid_of_tiny_runs_on_slurm(slurm_cluster, warm_cache, tmp_path):
     sweep = tmp_path / "grid"
     proc = subprocess.run(
-        [*TRAIN, "-m", "slurm=local_cluster", "seed=0,1,2", "train.max_responses=64",
-         *tiny(warm_cache), f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${seed}"],
-        env=_env(), timeout=400, capture_output=True, text=True, cwd=tmp_path,
+        [
+            *TRAIN,
+            "-m",
+            "slurm=local_cluster",
+            "seed=0,1,2",
+            "train.max_responses=64",
+            *tiny(warm_cache),
+            f"hydra.sweep.dir={sweep}",
+            "hydra.sweep.subdir=seed_${seed}",
+        ],
+        env=_env(),
+        timeout=400,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for seed in (0, 1, 2):
@@ -81,26 +98,53 @@ def test_grid_of_tiny_runs_on_slurm(slurm_cluster, warm_cache, tmp_path):
 
 @pytest.mark.parametrize("how", ["signal", "scontrol"])
 @pytest.mark.timeout(600)
-def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(slurm_cluster, warm_cache, tmp_path, how):
+def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(
+    slurm_cluster, warm_cache, tmp_path, how
+):
     # A hard requeue (scontrol) ignores the job until SLURM's KillWait (10 s on the local cluster) ends it:
     # that run must last well beyond it, or it finishes before it is killed.
     budget = [f"train.max_responses={4800 if how == 'signal' else 24000}", "run.checkpoint_every_rollouts=10"]
     reference = tmp_path / "reference"
-    subprocess.run([*TRAIN, *tiny(warm_cache), *budget, f"hydra.run.dir={reference}"],
-                   check=True, env=_env(), timeout=400, capture_output=True)
+    subprocess.run(
+        [*TRAIN, *tiny(warm_cache), *budget, f"hydra.run.dir={reference}"],
+        check=True,
+        env=_env(),
+        timeout=400,
+        capture_output=True,
+    )
     name = f"rlvr_requeue_{uuid.uuid4().hex[:8]}"
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen(
-        [*TRAIN, "-m", "slurm=local_cluster", "seed=0", *tiny(warm_cache), *budget,
-         f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=seed_${seed}", f"hydra.launcher.name={name}"],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        [
+            *TRAIN,
+            "-m",
+            "slurm=local_cluster",
+            "seed=0",
+            *tiny(warm_cache),
+            *budget,
+            f"hydra.sweep.dir={sweep}",
+            "hydra.sweep.subdir=seed_${seed}",
+            f"hydra.launcher.name={name}",
+        ],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
     )
     run_dir = sweep / "seed_0"
     try:
-        job_id = wait_for(lambda: next((j for j, n, s in squeue_jobs(name) if s == "RUNNING"), None),
-                          180, "the training job to run")
-        wait_for(lambda: (run_dir / "checkpoints" / "latest.json").is_file(), 180, "a first checkpoint",
-                 interval=0.1)
+        job_id = wait_for(
+            lambda: next((j for j, n, s in squeue_jobs(name) if s == "RUNNING"), None),
+            180,
+            "the training job to run",
+        )
+        wait_for(
+            lambda: (run_dir / "checkpoints" / "latest.json").is_file(),
+            180,
+            "a first checkpoint",
+            interval=0.1,
+        )
         state = json.loads((run_dir / "status.json").read_text())
         assert state["state"] == "running"
         requeue_and_release(job_id, how=how, timeout=150)
