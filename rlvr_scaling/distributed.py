@@ -44,7 +44,8 @@ class DistEnv:
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1
+        """A process group is in use (world size > 1, or 1 when FSDP/DDP was asked for explicitly)."""
+        return self.backend is not None
 
     @property
     def is_main(self) -> bool:
@@ -114,13 +115,14 @@ def requested_world_size() -> int:
     return 1
 
 
-def init(device_type: str, backend: str = "auto") -> DistEnv:
-    """Join the process group the launcher describes (no-op for a single process)."""
+def init(device_type: str, backend: str = "auto", force: bool = False) -> DistEnv:
+    """Join the process group the launcher describes (no-op for a single process, unless ``force``
+    and a launcher such as torchrun set WORLD_SIZE=1: then a group of one, e.g. FSDP on one GPU)."""
     if dist.is_available() and dist.is_initialized():
         return DistEnv(
             dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_backend()
         )
-    if requested_world_size() <= 1:
+    if requested_world_size() <= 1 and not (force and "WORLD_SIZE" in os.environ):
         return DistEnv()
     if "WORLD_SIZE" not in os.environ:  # SLURM tasks without torchrun: derive the env:// variables
         from submitit.helpers import TorchDistributedEnvironment

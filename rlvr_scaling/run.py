@@ -178,7 +178,9 @@ def train(cfg: Config, run_dir: Path, log=print) -> str:
             f"{world}: every rank needs at least one prompt (whole groups stay on one rank)"
         )
     derived = derive(cfg, world)
-    env = distributed.init(resolve_device(cfg.run.device).type, cfg.run.dist_backend)
+    env = distributed.init(
+        resolve_device(cfg.run.device).type, cfg.run.dist_backend, force=cfg.run.parallel != "auto"
+    )
     try:
         if not env.is_main:
             log = _quiet

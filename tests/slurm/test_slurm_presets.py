@@ -149,6 +149,16 @@ def test_gpu_defaults_without_site_file(tmp_path: Path, monkeypatch: pytest.Monk
     assert flags["array"] == "0-2%3"
 
 
+@pytest.mark.parametrize("preset,nodes", [("gpu_1x8", 1), ("gpu_2x8", 2)])
+def test_data_parallel_gpu_presets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preset, nodes) -> None:
+    """One task per GPU (one rank each), 8 per node, on 1 or 2 nodes."""
+    cfg = compose_app(make_app(tmp_path), f"slurm={preset}", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    flags = sbatch_flags(sbatch_text(cfg, 1, monkeypatch))
+    assert flags["nodes"] == str(nodes)
+    assert flags["ntasks-per-node"] == "8" and flags["gpus-per-node"] == "8"
+    assert flags["partition"] == "gpu" and flags["signal"] == "USR2@120"
+
+
 def test_gpu_reads_env_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RLVR_SLURM_PARTITION", "a100")
     monkeypatch.setenv("RLVR_SLURM_ACCOUNT", "acme")

@@ -175,3 +175,43 @@ def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(
         assert [r["rollout"] for r in train_rows] == list(range(1, len(train_rows) + 1))
         assert [r["responses"] for r in train_rows] == [16 * i for i in range(1, len(train_rows) + 1)]
         assert train_rows[-1]["responses"] == 24000
+
+
+@pytest.mark.timeout(420)
+def test_data_parallel_job_with_two_tasks(slurm_cluster, warm_cache, tmp_path):
+    """One run as one SLURM job of 2 tasks (submitit launcher, tasks_per_node=2): the tasks join one
+    gloo process group through submitit's distributed environment and write one run directory."""
+    sweep = tmp_path / "dp"
+    proc = subprocess.run(
+        [
+            *TRAIN,
+            "-m",
+            "slurm=local_cluster",
+            "hydra.launcher.tasks_per_node=2",
+            "seed=0",
+            "train.max_responses=48",
+            "run.checkpoint_every_rollouts=1",
+            *tiny(warm_cache),
+            f"hydra.sweep.dir={sweep}",
+            "hydra.sweep.subdir=dp",
+        ],
+        env=_env(),
+        timeout=400,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = sweep / "dp"
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["derived"]["world_size"] == 2
+    assert summary["final"]["clocks"]["responses"] == 48
+    rows = _rows(run_dir)
+    assert [r["responses"] for r in rows if "train/reward_mean" in r] == [16, 32, 48]
+    latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())["tag"]
+    assert (run_dir / "checkpoints" / latest / "dcp" / ".metadata").is_file()
+    # both tasks ran the trainer: rank 0 logged the process group, rank 1 stayed quiet
+    logs = sorted((sweep / ".submitit").rglob("*_log.out"))
+    text = "\n".join(p.read_text() for p in logs)
+    assert text.count("[parallel] ddp over 2 ranks (gloo)") == 1, text[-2000:]
