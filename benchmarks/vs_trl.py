@@ -333,7 +333,9 @@ def run_case(case: str, args, log=print) -> float:
         REFERENCE["group"],
         REFERENCE["steps"],
         REFERENCE["max_new_tokens"],
-        args.override,
+        # forced: the engine samples from an EOS-banned distribution, so its recorded log-probs are not
+        # the model's; pi_old is recomputed from the unmodified model, as TRL does
+        [*(["optim.old_logprobs=recompute"] if forced else []), *args.override],
     )
     torch.manual_seed(cfg.seed)
     log(f"\n[{case}] preparing both sides (the warm-started model is built on first use: minutes)")

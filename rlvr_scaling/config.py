@@ -75,6 +75,12 @@ class OptimConfig:
     micro_batch_responses: int | None = None  # gradient accumulation; null = whole minibatch at once
     skip_zero_advantage: bool = True  # exact: rows with A = 0 and no KL term have zero gradient
     fused: bool = True  # fused AdamW kernel (same update, far less per-tensor overhead)
+    # pi_old log-probs of the sampled tokens: "recompute" (a forward pass over the rollout after
+    # generation), "behaviour" (the log-probs the engine recorded while sampling), or "auto" =
+    # behaviour when the engine samples with the trainer's own weights in the trainer's dtype (the HF
+    # engine: the same numbers up to float rounding, measured in docs/speed.md), recompute otherwise
+    # (vLLM: other kernels and dtypes, a real train/inference mismatch).
+    old_logprobs: str = "auto"
 
     def validate(self, prefix: str = "optim") -> None:
         if self.name != "adamw":
@@ -89,6 +95,10 @@ class OptimConfig:
             raise ConfigError(f"{prefix}.grad_clip must be > 0 or null (got {self.grad_clip})")
         if self.micro_batch_responses is not None and self.micro_batch_responses < 1:
             raise ConfigError(f"{prefix}.micro_batch_responses must be >= 1 or null")
+        if self.old_logprobs not in ("auto", "recompute", "behaviour"):
+            raise ConfigError(
+                f"{prefix}.old_logprobs must be auto, recompute or behaviour (got {self.old_logprobs!r})"
+            )
         if self.warmup_rollouts < 0 or self.weight_decay < 0:
             raise ConfigError(f"{prefix}.warmup_rollouts and {prefix}.weight_decay must be >= 0")
 

@@ -53,8 +53,9 @@ class NoiseEstimator:
         self.sum_sq, self.count, self.rows = 0.0, 0, 0
 
     @torch.no_grad()
-    def observe(self, rows: int) -> None:
-        """Record the current .grad of every parameter as one minibatch gradient of ``rows`` responses."""
+    def observe(self, rows: int, norm_sq: float | None = None) -> None:
+        """Record the current .grad of every parameter as one minibatch gradient of ``rows`` responses
+        (``norm_sq``: its global squared norm when the caller has it already, e.g. from clipping)."""
         if self.count >= self.steps_per_epoch:
             return
         grads = [
@@ -67,7 +68,9 @@ class NoiseEstimator:
             self.sum_grad = [g.clone() for g in grads]
         else:
             torch._foreach_add_(self.sum_grad, grads)
-        self.sum_sq += self.reduce_sum(float(torch.stack(torch._foreach_norm(grads)).pow(2).sum()))
+        if norm_sq is None:
+            norm_sq = self.reduce_sum(float(torch.stack(torch._foreach_norm(grads)).pow(2).sum()))
+        self.sum_sq += norm_sq
         self.count += 1
         self.rows += rows
 

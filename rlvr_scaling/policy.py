@@ -48,3 +48,71 @@ def completion_logprobs(
     if with_entropy:
         entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
+
+
+def completion_logprobs_shared(
+    model,
+    input_ids: torch.Tensor,  # [n, L]: left-padded prompts in columns < prompt_width, then completions
+    attention_mask: torch.Tensor,  # [n, L]
+    prompt_width: int,
+    temperature: float,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """What :func:`completion_logprobs` computes on the same rows, with each distinct prompt run once.
+
+    A GRPO minibatch holds several responses to the same prompt; the prompt's hidden states (and so
+    its keys and values) are the same for all of them. The prompts are de-duplicated, run once with a
+    KV cache, the cache is indexed out to the rows, and the completions run on top of it. The
+    gradient reaches the prompt computation through the cache, summed over the rows that share it, so
+    the forward and the gradient are the plain computation's, up to float rounding (different matrix
+    shapes). Returns log-probs (and entropies) of the completion columns, trimmed of columns that are
+    padding in every row: [n, Lc].
+    """
+    from transformers import DynamicCache
+
+    n = input_ids.shape[0]
+    p_ids, p_mask = input_ids[:, :prompt_width], attention_mask[:, :prompt_width]
+    c_ids, c_mask = input_ids[:, prompt_width:], attention_mask[:, prompt_width:]
+    # drop prompt columns that are padding for every row (left) and completion columns (right)
+    used = p_mask.bool().any(dim=0).nonzero()
+    left = int(used[0]) if used.numel() else prompt_width - 1
+    p_ids, p_mask = p_ids[:, left:], p_mask[:, left:]
+    c_used = c_mask.bool().any(dim=0).nonzero()
+    lc = max(int(c_used[-1]) + 1 if c_used.numel() else 1, 1)
+    c_ids, c_mask = c_ids[:, :lc], c_mask[:, :lc]
+    key = torch.cat([p_ids, p_mask], dim=1)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+    lp = p_ids.shape[1]
+    u_ids, u_mask = uniq[:, :lp], uniq[:, lp:]
+    cache = DynamicCache(config=model.config) if lc > 1 else None
+    out = model(
+        input_ids=u_ids,
+        attention_mask=u_mask,
+        position_ids=position_ids_from_mask(u_mask),
+        past_key_values=cache,
+        use_cache=lc > 1,
+        logits_to_keep=1,
+    )
+    logits = out.logits[inverse]  # [n, 1, V]: predicts the first completion token
+    if lc > 1:
+        cache = out.past_key_values
+        cache.batch_select_indices(inverse.to(u_ids.device))
+        row_mask = u_mask[inverse]
+        full_mask = torch.cat([row_mask, c_mask[:, : lc - 1]], dim=1)
+        positions = row_mask.sum(-1, keepdim=True) + torch.arange(lc - 1, device=input_ids.device)[None, :]
+        out2 = model(
+            input_ids=c_ids[:, : lc - 1],
+            attention_mask=full_mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        logits = torch.cat([logits, out2.logits], dim=1)
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, c_ids[:, :, None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    assert logp.shape == (n, lc)
+    return logp, entropy

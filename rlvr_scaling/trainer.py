@@ -79,8 +79,9 @@ class Trainer:
         opt = cfg.optim
         # fused: one kernel for all parameters instead of a Python loop over them (same AdamW update;
         # on a 1M-parameter model the per-tensor loop costs more than the arithmetic).
+        self.optimizer_params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),
+            self.optimizer_params,
             lr=derived.lr,
             betas=tuple(opt.betas),
             eps=opt.eps,
@@ -99,6 +100,9 @@ class Trainer:
             cfg, self.full_model, self.ref_model, self.device, self.n_params, self.baseline_needs
         )
         log(f"[gradients] {self.grads.describe()}")
+        mode = cfg.optim.old_logprobs
+        self.behaviour_old = mode == "behaviour" or (mode == "auto" and self.engine.exact_behaviour_logprobs)
+        log(f"[old log-probs] {'from the engine (behaviour)' if self.behaviour_old else 'recomputed'}")
         self.monitor = FailureMonitor(cfg.failure)
         sharded = self.parallel.strategy == "fsdp"
         self.noise = NoiseEstimator(
@@ -215,12 +219,17 @@ class Trainer:
             mine = torch.unique(torch.cat([a[self.dist.block(a.numel())] for _, a in plan] + [needed[:0]]))
         comp = gen.completion_mask[:, gen.prompt_width :]
         if gen.entropies is not None:
-            old_logp, _ = self._logprobs(self.full_model, gen, mine)
+            if self.behaviour_old:  # theta_old's log-probs as the engine computed them while sampling
+                old_logp = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
+            else:
+                old_logp, _ = self._logprobs(self.full_model, gen, mine)
             entropy_mean = float(gen.entropies[:, gen.prompt_width :][comp].mean())
         else:  # the engine reports no entropies: each rank computes them on its block of rows
             rows = torch.arange(len(gen))[self.dist.block(len(gen))]
-            todo = torch.unique(torch.cat([mine, rows]))
+            todo = rows if self.behaviour_old else torch.unique(torch.cat([mine, rows]))
             old_logp, ent = self._logprobs(self.full_model, gen, todo, with_entropy=True)
+            if self.behaviour_old:
+                old_logp = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
             sums = [float(ent[rows][comp[rows]].sum()), float(comp[rows].sum())]
             total, count = self.dist.all_reduce_sum(sums)
             entropy_mean = total / max(count, 1.0)
@@ -335,7 +344,8 @@ class Trainer:
         train_module = self.parallel.train_module
         for rows, active in plan:
             weights = token_weights(comp_mask[rows], cfg.loss.aggregation, constant)
-            self.optimizer.zero_grad(set_to_none=False)
+            # set_to_none: the first backward writes the gradient instead of adding it to zeros
+            self.optimizer.zero_grad(set_to_none=True)
             stats_acc: dict[str, float] = {}
             share = active[env.block(active.numel())]
             n_micro = max(-(-len(env.block(active.numel(), q)) // micro) for q in range(env.world_size))
@@ -384,10 +394,23 @@ class Trainer:
             for key, mean_key in (("kl_old_sum", "kl_old"), ("clip_sum", "clip_frac")):
                 if key in stats_acc:
                     stats_acc[mean_key] = stats_acc.pop(key) / max(tokens, 1.0)
-            self.noise.observe(rows.numel())
-            # Global gradient norm before clipping (clip_grad_norm_ returns it; one pass, not two).
-            max_norm = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else float("inf")
-            grad_norm = float(full_value(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)))
+            params = self.optimizer_params
+            if n_micro == 0:  # no backward ran (nothing in the loss): AdamW still steps, on zeros
+                for p in params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+            # The global gradient norm before clipping, computed once: the noise estimator records
+            # it, and the clip (same coefficient as clip_grad_norm_) runs only when it changes anything.
+            grads = [p.grad for p in params if p.grad is not None]
+            total = torch.nn.utils.get_total_norm(grads, foreach=True) if grads else torch.zeros(())
+            grad_norm = float(full_value(total))
+            self.noise.observe(rows.numel(), grad_norm**2)
+            # (the coefficient in clip_grads_with_norm_'s own float32 arithmetic: scaling by 1 is a no-op)
+            if (
+                cfg.optim.grad_clip is not None
+                and float(cfg.optim.grad_clip / (full_value(total) + 1e-6)) < 1.0
+            ):
+                torch.nn.utils.clip_grads_with_norm_(params, cfg.optim.grad_clip, total, foreach=True)
             lr = self._current_lr()
             for group in self.optimizer.param_groups:
                 group["lr"] = lr

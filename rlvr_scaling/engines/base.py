@@ -162,6 +162,10 @@ class Generation:
 class Engine(abc.ABC):
     """Generates completions with the current policy weights."""
 
+    # True when the recorded behaviour log-probs are the trainer's own forward on the same weights and
+    # dtype (so they equal a recomputation up to float rounding): optim.old_logprobs=auto uses them.
+    exact_behaviour_logprobs: bool = False
+
     @abc.abstractmethod
     def generate(
         self,

@@ -56,6 +56,8 @@ def sample_tokens(
 
 @ENGINES.register("hf")
 class HFEngine(Engine):
+    exact_behaviour_logprobs = True  # the trainer's model object itself (or its unsharded copy)
+
     def __init__(
         self,
         model,

@@ -70,12 +70,14 @@ def test_gradient_accumulation_and_zero_skipping_are_exact(cache_dir, components
     assert (moved - start).abs().max() > 0  # the update did something
 
 
-def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_path):
-    """K = 1, no clip: the gradient equals -sum_i A_i/n_tokens * sum_t grad log pi(o_it), from a plain loop."""
+@pytest.mark.parametrize("grad_clip", [None, 1e-3])
+def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_path, grad_clip):
+    """K = 1, no PPO clip: the gradient equals -sum_i A_i/n_tokens * sum_t grad log pi(o_it), from a
+    plain loop; with gradient clipping, that gradient clipped by torch's clip_grad_norm_."""
     cfg = tiny_config(cache_dir)
     cfg.optim.steps_per_rollout = 1
     cfg.loss.clip = None
-    cfg.optim.grad_clip = None
+    cfg.optim.grad_clip = grad_clip
     trainer = _trainer(cfg, components, tmp_path)
     gen, adv, old = _rollout(trainer)
     captured = {}
@@ -105,9 +107,28 @@ def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_pat
         logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[0, n_prompt:, None]).sum()
         total = total - adv[i] * logp / n_tokens
     total.backward()
+    if grad_clip is not None:
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        assert norm > 10 * grad_clip  # the clip really scales this gradient
     expected = torch.cat([p.grad.flatten() for p in model.parameters()])
     torch.testing.assert_close(captured["grad"], expected, rtol=1e-4, atol=1e-7)
     assert expected.abs().max() > 0
+
+
+def test_behaviour_logprobs_are_the_recomputed_ones(cache_dir, components, tmp_path):
+    """optim.old_logprobs=auto with the HF engine takes pi_old from the engine's sampling pass: the same
+    numbers as the recomputation up to float rounding, and the same parameters after K steps."""
+    cfg = tiny_config(cache_dir)
+    trainer = _trainer(cfg, components, tmp_path)
+    assert trainer.behaviour_old  # auto -> behaviour for the HF engine
+    gen, adv, recomputed = _rollout(trainer)
+    comp = gen.completion_mask[:, gen.prompt_width :]
+    behaviour = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
+    assert comp.sum() > 0 and float((behaviour - recomputed).abs().max()) < 1e-5
+    params = [_params_after(cfg, components, tmp_path, (gen, adv, old)) for old in (recomputed, behaviour)]
+    torch.testing.assert_close(params[0], params[1], rtol=1e-5, atol=1e-5)
+    cfg.optim.old_logprobs = "recompute"
+    assert not _trainer(cfg, components, tmp_path).behaviour_old
 
 
 def test_identical_rewards_give_zero_gradient(cache_dir, components, tmp_path):
