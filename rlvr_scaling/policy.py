@@ -89,13 +89,12 @@ def completion_logprobs_shared(
         input_ids=u_ids,
         attention_mask=u_mask,
         position_ids=position_ids_from_mask(u_mask),
-        past_key_values=cache,
+        cache=cache,
         use_cache=lc > 1,
         logits_to_keep=1,
     )
     logits = out.logits[inverse]  # [n, 1, V]: predicts the first completion token
-    if lc > 1:
-        cache = out.past_key_values
+    if lc > 1:  # the cache now holds the prompts' keys and values; one copy per row
         cache.batch_select_indices(inverse.to(u_ids.device))
         row_mask = u_mask[inverse]
         full_mask = torch.cat([row_mask, c_mask[:, : lc - 1]], dim=1)
@@ -104,7 +103,7 @@ def completion_logprobs_shared(
             input_ids=c_ids[:, : lc - 1],
             attention_mask=full_mask,
             position_ids=positions,
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
         logits = torch.cat([logits, out2.logits], dim=1)

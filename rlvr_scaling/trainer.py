@@ -36,7 +36,7 @@ from .config import Config, Derived
 from .distributed import DistEnv, Parallel, full_value, local_tensor
 from .engines.base import Generation, SampleKeys, SamplingParams
 from .noise import NoiseEstimator
-from .policy import completion_logprobs, trim_padding
+from .policy import completion_logprobs, completion_logprobs_shared, trim_padding
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
 
@@ -553,12 +553,12 @@ class Trainer:
         with torch.no_grad():
             for s in range(0, todo.numel(), chunk):
                 sel = todo[s : s + chunk]
-                ids, mask, start = trim_padding(gen.input_ids[sel], gen.attention_mask[sel], gen.prompt_width)
-                lp, h = completion_logprobs(
+                # each distinct prompt runs once (a group's G rows share it): same numbers, less work
+                lp, h = completion_logprobs_shared(
                     model,
-                    ids.to(self.device),
-                    mask.to(self.device),
-                    start,
+                    gen.input_ids[sel].to(self.device),
+                    gen.attention_mask[sel].to(self.device),
+                    gen.prompt_width,
                     self.cfg.rollout.temperature,
                     with_entropy,
                 )

@@ -203,3 +203,34 @@ def test_failure_ends_run_normally(cache_dir, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["failure"]["failed"] and summary["failure"]["responses"] == 16
     assert not math.isnan(summary["final"]["responses"])
+
+
+def test_shared_prompt_forward_equals_the_plain_one(cache_dir, components, tmp_path):
+    """completion_logprobs_shared (each distinct prompt run once, its KV cache indexed out to the rows)
+    gives the plain padded forward's log-probs, entropies and gradient, up to float rounding."""
+    from rlvr_scaling.policy import completion_logprobs, completion_logprobs_shared, trim_padding
+
+    trainer = _trainer(tiny_config(cache_dir), components, tmp_path)
+    gen, _, _ = _rollout(trainer)
+    rows = torch.tensor([0, 5, 1, 9, 2, 12, 3, 4])  # several rows per prompt, in mixed order
+    model = trainer.model
+    ids, mask, start = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
+    comp = gen.completion_mask[rows, gen.prompt_width :].float()
+    results = []
+    for shared in (False, True):
+        model.zero_grad()
+        if shared:
+            args = (gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
+            logp, ent = completion_logprobs_shared(model, *args, 1.0, with_entropy=True)
+        else:
+            logp, ent = completion_logprobs(model, ids, mask, start, 1.0, with_entropy=True)
+        w = comp[:, : logp.shape[1]]
+        (logp * w).sum().backward()
+        grad = torch.cat([p.grad.flatten() for p in model.parameters()])
+        results.append((logp * w, ent * w, grad))
+    (lp0, h0, g0), (lp1, h1, g1) = results
+    assert lp0.shape == lp1.shape and float(comp.sum()) > 0
+    torch.testing.assert_close(lp1, lp0, rtol=0, atol=1e-5)
+    torch.testing.assert_close(h1, h0, rtol=0, atol=1e-5)
+    torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-6)
+    assert g0.abs().max() > 0
