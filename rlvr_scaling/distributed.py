@@ -119,9 +119,16 @@ def init(device_type: str, backend: str = "auto", force: bool = False) -> DistEn
     """Join the process group the launcher describes (no-op for a single process, unless ``force``
     and a launcher such as torchrun set WORLD_SIZE=1: then a group of one, e.g. FSDP on one GPU)."""
     if dist.is_available() and dist.is_initialized():
-        return DistEnv(
-            dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), dist.get_backend()
-        )
+        # a group someone else formed: a launcher script's (adopted), or an in-process engine's own
+        # one-process group (vLLM forms one; not a data-parallel world: ignored)
+        if dist.get_world_size() > 1 or force:
+            return DistEnv(
+                dist.get_rank(),
+                dist.get_world_size(),
+                int(os.environ.get("LOCAL_RANK", 0)),
+                dist.get_backend(),
+            )
+        return DistEnv()
     if requested_world_size() <= 1 and not (force and "WORLD_SIZE" in os.environ):
         return DistEnv()
     if "WORLD_SIZE" not in os.environ:  # SLURM tasks without torchrun: derive the env:// variables
@@ -137,12 +144,20 @@ def init(device_type: str, backend: str = "auto", force: bool = False) -> DistEn
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
         kwargs["device_id"] = torch.device("cuda", torch.cuda.current_device())
     dist.init_process_group(backend=backend, rank=rank, world_size=world, **kwargs)
+    global _OWNED
+    _OWNED = True
     return DistEnv(rank, world, local_rank, backend)
 
 
+_OWNED = False  # whether init() formed the current default process group
+
+
 def shutdown() -> None:
-    if dist.is_available() and dist.is_initialized():
+    """Leave the process group, if init() formed it (an engine's or a caller's group is left alone)."""
+    global _OWNED
+    if _OWNED and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    _OWNED = False
 
 
 def local_device(device: torch.device, env: DistEnv) -> torch.device:
