@@ -75,6 +75,9 @@ class OptimConfig:
     micro_batch_responses: int | None = None  # gradient accumulation; null = whole minibatch at once
     skip_zero_advantage: bool = True  # exact: rows with A = 0 and no KL term have zero gradient
     fused: bool = True  # fused AdamW kernel (same update, far less per-tensor overhead)
+    # the loss forward packs a micro-batch's rows into one unpadded sequence (same numbers up to float
+    # rounding, no compute on padding); false = one padded batch
+    pack_sequences: bool = True
     # pi_old log-probs of the sampled tokens: "recompute" (a forward pass over the rollout after
     # generation), "behaviour" (the log-probs the engine recorded while sampling), or "auto" =
     # behaviour when the engine samples with the trainer's own weights in the trainer's dtype (the HF

@@ -36,7 +36,12 @@ from .config import Config, Derived
 from .distributed import DistEnv, Parallel, full_value, local_tensor
 from .engines.base import Generation, SampleKeys, SamplingParams
 from .noise import NoiseEstimator
-from .policy import completion_logprobs, completion_logprobs_shared, trim_padding
+from .policy import (
+    completion_logprobs,
+    completion_logprobs_packed,
+    completion_logprobs_shared,
+    trim_padding,
+)
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
 
@@ -356,17 +361,27 @@ class Trainer:
                 if padding:
                     sub = rows[:1]
                 sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
-                ids, mask, start = trim_padding(gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width)
-                width = ids.shape[1] - start
-                sl = slice(0, width)
                 with self.parallel.micro_context(sync=m == n_micro - 1):
-                    logp, _ = completion_logprobs(
-                        train_module,
-                        ids.to(self.device),
-                        mask.to(self.device),
-                        start,
-                        cfg.rollout.temperature,
-                    )
+                    if cfg.optim.pack_sequences:
+                        logp = completion_logprobs_packed(
+                            train_module,
+                            gen.input_ids[sub].to(self.device),
+                            gen.attention_mask[sub].to(self.device),
+                            gen.prompt_width,
+                            cfg.rollout.temperature,
+                        )
+                    else:
+                        ids, mask, start = trim_padding(
+                            gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width
+                        )
+                        logp, _ = completion_logprobs(
+                            train_module,
+                            ids.to(self.device),
+                            mask.to(self.device),
+                            start,
+                            cfg.rollout.temperature,
+                        )
+                    sl = slice(0, logp.shape[1])
                     loss, st = policy_loss(
                         logp,
                         old_logp[sub][:, sl].to(self.device),

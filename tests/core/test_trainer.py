@@ -52,15 +52,25 @@ def _params_after(cfg, components, tmp_path, rollout):
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "constant"])
 def test_gradient_accumulation_and_zero_skipping_are_exact(cache_dir, components, tmp_path, aggregation):
+    """Every exact lever (micro-batching, zero-advantage skipping, sequence packing) leaves the
+    parameters after K steps equal, to float tolerance, to the plain padded computation."""
     base = tiny_config(cache_dir)
     base.loss.aggregation = aggregation
     base.optim.skip_zero_advantage = False
     rollout = _rollout(_trainer(base, components, tmp_path))
+    base.optim.pack_sequences = False  # the plain computation: one padded batch per minibatch
     reference = _params_after(base, components, tmp_path, rollout)
-    for micro, skip in ((1, False), (2, True), (None, True)):
+    for micro, skip, pack in (
+        (1, False, False),
+        (2, True, False),
+        (None, True, False),
+        (None, True, True),
+        (3, True, True),
+    ):
         cfg = copy.deepcopy(base)
         cfg.optim.micro_batch_responses = micro
         cfg.optim.skip_zero_advantage = skip
+        cfg.optim.pack_sequences = pack
         got = _params_after(cfg, components, tmp_path, rollout)
         # Adam normalises each coordinate, so rounding-level gradient differences can move a parameter
         # by a small fraction of one step (lr = 1e-3): tolerate 1 % of a step.
