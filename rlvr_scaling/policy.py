@@ -123,16 +123,37 @@ def completion_logprobs_packed(
     attention_mask: torch.Tensor,  # [n, L]
     prompt_width: int,
     temperature: float,
+    max_tokens: int = 512,
 ) -> torch.Tensor:
     """What :func:`completion_logprobs` computes on the same rows, without padding: the rows' real
-    tokens are packed into one sequence with position ids restarting at every row, which makes the
-    model attend only within each row (transformers builds the block-causal mask from the position
-    ids), and logits are taken only at the positions that predict a completion token. The same
-    forward and gradient, up to float rounding; no compute on padding (a minibatch of responses of
-    unequal lengths is ~20 % padding on the default task). Returns [n, Lc] log-probs of the
-    completion columns (Lc = the longest completion; 0 beyond a row's completion).
+    tokens are packed into sequences of at most ``max_tokens`` (whole rows) with position ids
+    restarting at every row, which makes the model attend only within each row (transformers builds
+    the block-causal mask from the position ids), and logits are taken only at the positions that
+    predict a completion token. The same forward and gradient, up to float rounding, with no compute
+    on padding (a minibatch of responses of unequal lengths is ~20 % padding on the default task).
+    The cap keeps the packed attention mask (quadratic in the packed length) small. Returns [n, Lc]
+    log-probs of the completion columns (Lc = the longest completion; 0 beyond a row's completion).
     """
     mask = attention_mask.bool()
+    n = mask.shape[0]
+    lengths = mask.sum(1)
+    c_len = lengths - mask[:, :prompt_width].sum(1)
+    lc = max(int(c_len.max()), 1)
+    out = torch.zeros((n, lc), device=input_ids.device)
+    bounds, total, first = [], 0, 0
+    for i, length in enumerate(lengths.tolist()):
+        if total and total + length > max_tokens:
+            bounds.append((first, i))
+            first, total = i, 0
+        total += length
+    bounds.append((first, n))
+    parts = [
+        _packed_chunk(model, input_ids[a:b], mask[a:b], prompt_width, temperature, lc) for a, b in bounds
+    ]
+    return torch.cat(parts) if len(parts) > 1 else parts[0] if parts else out
+
+
+def _packed_chunk(model, input_ids, mask, prompt_width: int, temperature: float, lc: int) -> torch.Tensor:
     n = mask.shape[0]
     device = input_ids.device
     lengths = mask.sum(1)
@@ -141,7 +162,6 @@ def completion_logprobs_packed(
     flat = input_ids[mask]  # row-major: each row's prompt tokens, then its completion tokens
     starts = torch.cumsum(lengths, 0) - lengths
     positions = torch.arange(flat.numel(), device=device) - starts.repeat_interleave(lengths)
-    lc = max(int(c_len.max()), 1)
     t = torch.arange(lc, device=device)
     valid = t[None, :] < c_len[:, None]
     predicting = (starts + p_len - 1)[:, None] + t[None, :]  # the position whose logits predict token t

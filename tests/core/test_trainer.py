@@ -244,3 +244,33 @@ def test_shared_prompt_forward_equals_the_plain_one(cache_dir, components, tmp_p
     torch.testing.assert_close(h1, h0, rtol=0, atol=1e-5)
     torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-6)
     assert g0.abs().max() > 0
+
+
+@pytest.mark.parametrize("max_tokens", [10_000, 20, 1])
+def test_packed_forward_equals_the_padded_one(cache_dir, components, tmp_path, max_tokens):
+    """completion_logprobs_packed (rows packed into unpadded sequences of at most max_tokens, one row
+    per sequence at the smallest cap) gives the padded forward's log-probs and gradient."""
+    from rlvr_scaling.policy import completion_logprobs, completion_logprobs_packed, trim_padding
+
+    trainer = _trainer(tiny_config(cache_dir), components, tmp_path)
+    gen, _, _ = _rollout(trainer)
+    rows = torch.arange(len(gen))
+    model = trainer.model
+    comp = gen.completion_mask[:, gen.prompt_width :].float()
+    results = []
+    for packed in (False, True):
+        model.zero_grad()
+        if packed:
+            logp = completion_logprobs_packed(
+                model, gen.input_ids, gen.attention_mask, gen.prompt_width, 0.7, max_tokens=max_tokens
+            )
+        else:
+            ids, mask, start = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
+            logp, _ = completion_logprobs(model, ids, mask, start, 0.7)
+        w = comp[:, : logp.shape[1]]
+        (logp * w).sum().backward()
+        results.append((logp * w, torch.cat([p.grad.flatten() for p in model.parameters()])))
+    (lp0, g0), (lp1, g1) = results
+    assert lp0.shape == lp1.shape and float(comp.sum()) > 0
+    torch.testing.assert_close(lp1, lp0, rtol=0, atol=1e-5)
+    torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-6)
