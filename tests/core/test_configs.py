@@ -68,11 +68,11 @@ def test_every_sweep_composes_and_expands(sweep):
 
     jobs, composed = expand([f"sweeps={sweep}"])
     assert len(jobs) >= 4
-    for cfg in composed:
-        typed = _typed(cfg)
+    typed_all = [_typed(cfg) for cfg in composed]
+    for typed in typed_all:
         validate(typed)
         assert typed.run.sweep == sweep
-    sizes = {_typed(c).rollout.prompts_per_rollout * _typed(c).rollout.group_size for c in composed}
+    sizes = {t.rollout.prompts_per_rollout * t.rollout.group_size for t in typed_all}
     if sweep in ("demo", "two_clock", "two_clock_unclipped"):
         assert max(sizes) / min(sizes) >= 8 and len(sizes) >= 4
 
