@@ -41,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from gpu_real_model import ARCH, stand_in_model
+    from gpu_real_model import ARCH, check_overrides, stand_in_model
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -57,32 +57,13 @@ def main() -> None:
     env = distributed.init(device, force=True)
     world, rank = env.world_size, env.rank
     work = Path(args.work) / f"fsdp_{args.preset}_{world}"
-    fixture = REPO / "tests/fixtures/math/gsm8k_tiny.jsonl"
-    data = Path(os.environ.get("RLVR_DATA_DIR", "data"))
-    if (data / "gsm8k/train.parquet").is_file():
-        task = ["task=gsm8k", "task.val_size=64"]
-    else:
-        task = ["task=gsm8k", f"task.path={fixture}", "task.val_path=null", "task.val_size=4"]
     prompts = args.prompts_per_rank * world
     b = prompts * args.group
     overrides = [
-        f"model={args.preset}",
-        *task,
+        *check_overrides(args.preset, prompts, args.group, args.max_new_tokens, args.rollouts, work),
         "rollout.engine=hf",
         "run.parallel=fsdp",
-        f"rollout.prompts_per_rollout={prompts}",
-        f"rollout.group_size={args.group}",
-        f"rollout.max_new_tokens={args.max_new_tokens}",
-        f"eval.max_new_tokens={args.max_new_tokens}",
-        f"train.max_responses={b * args.rollouts}",
-        f"eval.every_responses={10 * b * args.rollouts}",
-        "optim.steps_per_rollout=4",
-        "lr.ref_lr=1e-6",
-        f"lr.ref_responses={b}",
-        "failure=none",
-        "run.progress=false",
         "run.force=true",
-        f"run.cache_dir={work / 'cache'}",
     ]
     if device == "cpu":
         overrides += ["run.device=cpu", "model.dtype=float32"]

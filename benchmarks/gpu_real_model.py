@@ -131,6 +131,34 @@ def stand_in_model(preset: str, dtype: str, out: Path, device: str) -> str:
     return str(out)
 
 
+def check_overrides(preset: str, prompts: int, group: int, max_new_tokens: int, rollouts: int, work: Path):
+    """The rlvr-train overrides of a GPU check: the preset, GSM8K (its files under $RLVR_DATA_DIR, else
+    the project's fixture), a few rollouts of P x G responses with K = 4, no evaluation in between."""
+    data = Path(os.environ.get("RLVR_DATA_DIR", "data"))
+    if (data / "gsm8k/train.parquet").is_file() and (data / "gsm8k/test.parquet").is_file():
+        task = ["task=gsm8k", "task.val_size=64"]
+    else:
+        fixture = REPO / "tests/fixtures/math/gsm8k_tiny.jsonl"
+        task = ["task=gsm8k", f"task.path={fixture}", "task.val_path=null", "task.val_size=4"]
+    b = prompts * group
+    return [
+        f"model={preset}",
+        *task,
+        f"rollout.prompts_per_rollout={prompts}",
+        f"rollout.group_size={group}",
+        f"rollout.max_new_tokens={max_new_tokens}",
+        f"eval.max_new_tokens={max_new_tokens}",
+        f"train.max_responses={b * rollouts}",
+        f"eval.every_responses={10 * b * rollouts}",
+        "optim.steps_per_rollout=4",
+        "lr.ref_lr=1e-6",
+        f"lr.ref_responses={b}",
+        "failure=none",
+        "run.progress=false",
+        f"run.cache_dir={work / 'cache'}",
+    ]
+
+
 def gpu_memory_used_mib() -> int | None:
     try:
         text = subprocess.run(
@@ -171,29 +199,9 @@ def main() -> None:
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_real_model: no CUDA device (use --cpu-smoke to check the script on a CPU)")
     work = Path(tempfile.mkdtemp(prefix="rlvr_gpu_check_"))
-    data = Path(os.environ.get("RLVR_DATA_DIR", "data"))
-    if (data / "gsm8k/train.parquet").is_file() and (data / "gsm8k/test.parquet").is_file():
-        task = ["task=gsm8k", "task.val_size=64"]
-    else:
-        fixture = REPO / "tests/fixtures/math/gsm8k_tiny.jsonl"
-        task = ["task=gsm8k", f"task.path={fixture}", "task.val_path=null", "task.val_size=4"]
-    b = args.prompts * args.group
     overrides = [
-        f"model={args.preset}",
         "gpu=h100_single",
-        *task,
-        f"rollout.prompts_per_rollout={args.prompts}",
-        f"rollout.group_size={args.group}",
-        f"rollout.max_new_tokens={args.max_new_tokens}",
-        f"eval.max_new_tokens={args.max_new_tokens}",
-        f"train.max_responses={b * args.rollouts}",
-        f"eval.every_responses={10 * b * args.rollouts}",
-        "optim.steps_per_rollout=4",
-        "lr.ref_lr=1e-6",
-        f"lr.ref_responses={b}",
-        "failure=none",
-        "run.progress=false",
-        f"run.cache_dir={work / 'cache'}",
+        *check_overrides(args.preset, args.prompts, args.group, args.max_new_tokens, args.rollouts, work),
     ]
     if device == "cpu":
         overrides += ["run.device=cpu", "model.dtype=float32", "rollout.vllm.dtype=float32"]

@@ -39,14 +39,19 @@ def completion_logprobs(
         logits_to_keep=length - start + 1,
         use_cache=False,
     )
-    logits = out.logits[:, :-1].float()
+    return token_logprobs(out.logits[:, :-1], input_ids[:, start:], temperature, with_entropy)
+
+
+def token_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, temperature: float, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log softmax(logits / T) at ``tokens`` (logits [..., V], tokens [...]), and the entropies."""
+    logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, input_ids[:, start:, None]).squeeze(-1)
-    entropy = None
-    if with_entropy:
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    logp = logp_all.gather(-1, tokens[..., None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
     return logp, entropy
 
 
@@ -107,12 +112,7 @@ def completion_logprobs_shared(
             use_cache=True,
         )
         logits = torch.cat([logits, out2.logits], dim=1)
-    logits = logits.float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, c_ids[:, :, None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    logp, entropy = token_logprobs(logits, c_ids, temperature, with_entropy)
     assert logp.shape == (n, lc)
     return logp, entropy
 
@@ -139,7 +139,6 @@ def completion_logprobs_packed(
     lengths = mask.sum(1)
     c_len = lengths - mask[:, :prompt_width].sum(1)
     lc = max(int(c_len.max()), 1)
-    out = torch.zeros((n, lc), device=input_ids.device)
     bounds, total, first = [], 0, 0
     for i, length in enumerate(lengths.tolist()):
         if total and total + length > max_tokens:
@@ -150,7 +149,7 @@ def completion_logprobs_packed(
     parts = [
         _packed_chunk(model, input_ids[a:b], mask[a:b], prompt_width, temperature, lc) for a, b in bounds
     ]
-    return torch.cat(parts) if len(parts) > 1 else parts[0] if parts else out
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
 def _packed_chunk(model, input_ids, mask, prompt_width: int, temperature: float, lc: int) -> torch.Tensor:
@@ -167,9 +166,6 @@ def _packed_chunk(model, input_ids, mask, prompt_width: int, temperature: float,
     predicting = (starts + p_len - 1)[:, None] + t[None, :]  # the position whose logits predict token t
     keep = predicting[valid]
     out = model(input_ids=flat[None], position_ids=positions[None], use_cache=False, logits_to_keep=keep)
-    logits = out.logits[0].float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    lp = torch.log_softmax(logits, dim=-1).gather(-1, flat[keep + 1, None]).squeeze(-1)
+    lp, _ = token_logprobs(out.logits[0], flat[keep + 1], temperature)
     rows, cols = valid.nonzero(as_tuple=True)
     return torch.zeros((n, lc), dtype=lp.dtype, device=device).index_put((rows, cols), lp)

@@ -235,9 +235,7 @@ class Trainer:
             old_logp, ent = self._logprobs(self.full_model, gen, todo, with_entropy=True)
             if self.behaviour_old:
                 old_logp = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
-            sums = [float(ent[rows][comp[rows]].sum()), float(comp[rows].sum())]
-            total, count = self.dist.all_reduce_sum(sums)
-            entropy_mean = total / max(count, 1.0)
+            entropy_mean = self._entropy_mean(ent, comp, rows)
         ref_logp = self._logprobs(self.ref_model, gen, mine)[0] if self.ref_model is not None else None
         perf["old_logprob_s"] = time.perf_counter() - t
         # exact per-sample gradient noise at theta_old (noise/per_sample_*); an LR rule with
@@ -478,10 +476,7 @@ class Trainer:
         else:  # each rank computes the entropies of its block of rows
             rows = torch.arange(len(gen))[self.dist.block(len(gen))]
             _, ent = self._logprobs(self.full_model, gen, rows, with_entropy=True)
-            total, count = self.dist.all_reduce_sum(
-                [float(ent[rows][comp[rows]].sum()), float(comp[rows].sum())]
-            )
-            entropy_mean = total / max(count, 1.0)
+            entropy_mean = self._entropy_mean(ent, comp, rows)
         self.clocks.eval_responses += len(gen)
         row = {
             "eval/accuracy": acc,
@@ -551,6 +546,12 @@ class Trainer:
             if flag > 0 and self.stop_signal is None:  # another rank got it: act as if this one had
                 self.stop_signal = self._handled_signals[0]
         return flag > 0
+
+    def _entropy_mean(self, ent: torch.Tensor, comp: torch.Tensor, rows: torch.Tensor) -> float:
+        """Mean entropy over the completion tokens of all ranks' ``rows`` (this rank's block)."""
+        sums = [float(ent[rows][comp[rows]].sum()), float(comp[rows].sum())]
+        total, count = self.dist.all_reduce_sum(sums)
+        return total / max(count, 1.0)
 
     def _reduce_scalar(self, value: float) -> float:
         return self.dist.all_reduce_sum([value])[0]
