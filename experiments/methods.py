@@ -305,7 +305,7 @@ def part_overhead(args) -> None:
             trainer.state.next_eval_at = 1 << 60
             timed = {"minibatch_noise_s": 0.0}
             for fn in ("observe", "finish_rollout", "start_rollout"):
-                orig = getattr(trainer.noise, fn)
+                orig = getattr(trainer.optim.noise, fn)
 
                 def wrapped(*a, _orig=orig, _timed=timed, **kw):
                     t = time.perf_counter()
@@ -314,7 +314,7 @@ def part_overhead(args) -> None:
                     finally:
                         _timed["minibatch_noise_s"] += time.perf_counter() - t
 
-                setattr(trainer.noise, fn, wrapped)
+                setattr(trainer.optim.noise, fn, wrapped)
             for cycle in range(args.overhead_cycles + 1):
                 timed["minibatch_noise_s"] = 0.0
                 t = time.perf_counter()

@@ -28,6 +28,12 @@ class Clocks:
         self.tick()
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
+    def restore(self, data: dict) -> None:
+        """Continue from saved clock values (a resumed run): wall time goes on from the saved value."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, data[f.name])
+        self.__post_init__()
+
     @classmethod
     def from_dict(cls, data: dict) -> Clocks:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})

@@ -39,14 +39,14 @@ def _rollout(trainer, seed=0):
     )
     adv = torch.randn(len(gen), generator=g)
     adv[::3] = 0.0  # some rows with zero advantage, as in groups of identical rewards
-    old_logp, _ = trainer._logprobs(trainer.model, gen)
+    old_logp, _ = trainer.logprobs.logprobs(trainer.model, gen)
     return gen, adv, old_logp
 
 
 def _params_after(cfg, components, tmp_path, rollout):
     trainer = _trainer(cfg, components, tmp_path)
     gen, adv, old = rollout
-    trainer._optimize(gen, adv, old, None, trainer._plan(len(gen), adv, torch.Generator().manual_seed(1)))
+    trainer.optim.run(gen, adv, old, None, trainer.optim.plan(len(gen), adv, torch.Generator().manual_seed(1)))
     return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
 
 
@@ -102,8 +102,8 @@ def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_pat
         def step(self):
             captured["grad"] = torch.cat([p.grad.flatten().clone() for p in trainer.model.parameters()])
 
-    trainer.optimizer = Capture()
-    trainer._optimize(gen, adv, old, None, trainer._plan(len(gen), adv, torch.Generator().manual_seed(1)))
+    trainer.optim.optimizer = Capture()
+    trainer.optim.run(gen, adv, old, None, trainer.optim.plan(len(gen), adv, torch.Generator().manual_seed(1)))
     # Plain loop: one unpadded sequence at a time.
     model = trainer.model
     model.zero_grad()
@@ -130,7 +130,7 @@ def test_behaviour_logprobs_are_the_recomputed_ones(cache_dir, components, tmp_p
     numbers as the recomputation up to float rounding, and the same parameters after K steps."""
     cfg = tiny_config(cache_dir)
     trainer = _trainer(cfg, components, tmp_path)
-    assert trainer.behaviour_old  # auto -> behaviour for the HF engine
+    assert trainer.logprobs.behaviour  # auto -> behaviour for the HF engine
     gen, adv, recomputed = _rollout(trainer)
     comp = gen.completion_mask[:, gen.prompt_width :]
     behaviour = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
@@ -138,7 +138,7 @@ def test_behaviour_logprobs_are_the_recomputed_ones(cache_dir, components, tmp_p
     params = [_params_after(cfg, components, tmp_path, (gen, adv, old)) for old in (recomputed, behaviour)]
     torch.testing.assert_close(params[0], params[1], rtol=1e-5, atol=1e-5)
     cfg.optim.old_logprobs = "recompute"
-    assert not _trainer(cfg, components, tmp_path).behaviour_old
+    assert not _trainer(cfg, components, tmp_path).logprobs.behaviour
 
 
 def test_identical_rewards_give_zero_gradient(cache_dir, components, tmp_path):
@@ -147,8 +147,8 @@ def test_identical_rewards_give_zero_gradient(cache_dir, components, tmp_path):
     gen, _, old = _rollout(trainer)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     zero = torch.zeros(len(gen))
-    stats = trainer._optimize(
-        gen, zero, old, None, trainer._plan(len(gen), zero, torch.Generator().manual_seed(1))
+    stats = trainer.optim.run(
+        gen, zero, old, None, trainer.optim.plan(len(gen), zero, torch.Generator().manual_seed(1))
     )
     assert stats["opt/grad_norm"] == 0.0
     for p, q in zip(trainer.model.parameters(), before):

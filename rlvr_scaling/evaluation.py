@@ -1,0 +1,58 @@
+"""Validation: when it runs, and what it measures (DESIGN.md §3).
+
+Validation runs on the task's fixed held-out set at step 0 and then whenever the ``responses`` clock
+has passed the next scheduled point (at a rollout boundary). ``eval/accuracy`` is pass@1: greedy
+(``eval.samples: 0``) or the mean over ``eval.samples`` samples per problem at the rollout temperature.
+Validation responses are counted on ``eval_responses``, never on the training clocks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .collect import derived_seed, generate_blocks, score_blocks
+from .engines.base import SamplingParams
+
+
+class Evaluator:
+    def __init__(self, cfg, task, engine, dist, logprobs):
+        self.cfg, self.engine, self.dist, self.logprobs = cfg, engine, dist, logprobs
+        self.task = task
+        self.validation = task.validation()
+        n = cfg.eval.samples
+        self.params = SamplingParams(
+            cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+            cfg.rollout.temperature,
+            cfg.rollout.top_p,
+            greedy=n == 0,
+        )
+        self.counts = [max(n, 1)] * len(self.validation)
+
+    def next_at(self, responses: int) -> int:
+        """The first point of the schedule strictly after ``responses``."""
+        every = self.cfg.eval.every_responses
+        return (responses // every + 1) * every
+
+    def evaluate(self, responses: int) -> dict[str, Any]:
+        """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
+        t = time.perf_counter()
+        seed = derived_seed(self.cfg.seed, "eval", responses)
+        prompts = [e.prompt for e in self.validation]
+        gen = generate_blocks(
+            self.engine, self.dist, prompts, list(range(len(prompts))), self.counts, self.params, seed
+        )
+        rewards = score_blocks(
+            self.task, self.dist, gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()]
+        )
+        scored = [x for x in rewards if x is not None]
+        acc = sum(x >= 1.0 - 1e-9 for x in scored) / max(len(rewards), 1)
+        return {
+            "eval/accuracy": acc,
+            "eval/reward": sum(scored) / max(len(rewards), 1),
+            "eval/length": float(gen.completion_lengths.float().mean()),
+            "eval/entropy": self.logprobs.rollout_entropy(gen),
+            "eval/unscorable": len(rewards) - len(scored),
+            "eval/responses": len(gen),
+            "perf/eval_s": round(time.perf_counter() - t, 4),
+        }

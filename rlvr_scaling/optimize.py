@@ -1,0 +1,222 @@
+"""Phase 4 of a cycle: the K optimizer steps on one rollout.
+
+The rollout's N responses are shuffled and split into K minibatches of N/K (times ``optim.epochs``
+passes); each minibatch is one AdamW step on the policy loss of :mod:`rlvr_scaling.algorithms.loss`,
+with the learning rate of the run's LR rule and the gradient-noise instruments fed from the same
+gradients. What this module guarantees (and ``tests/core/test_trainer.py`` checks):
+
+- the loss normaliser is computed over the whole minibatch once, so micro-batching, skipping rows with
+  zero gradient (zero advantage, no KL term) and packing rows into unpadded sequences leave the update
+  unchanged up to float rounding;
+- data-parallel, each minibatch's active rows are split into one contiguous block per rank; a rank's
+  loss is its part of the minibatch loss (global normaliser) times N, because DDP/FSDP average
+  gradients over ranks; every rank runs the same number of micro-batches (a rank with fewer runs a
+  zero-weighted padding one) so collectives pair up;
+- one gradient-norm pass per step serves the clip and the noise estimator; the clip multiplies only
+  when torch's own coefficient is below 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .algorithms.loss import policy_loss, token_weights
+from .algorithms.lr_rules import build_lr_rule
+from .distributed import full_value, local_tensor
+from .engines.base import Generation
+from .noise import NoiseEstimator
+from .policy import completion_logprobs, completion_logprobs_packed, trim_padding
+
+Plan = list[tuple[torch.Tensor, torch.Tensor]]  # per step: (minibatch rows, rows that reach the loss)
+
+
+class PolicyOptimizer:
+    def __init__(self, cfg, derived, parallel, device, dist, clocks):
+        self.cfg, self.derived, self.parallel, self.device, self.dist = cfg, derived, parallel, device, dist
+        self.clocks = clocks  # the trainer's clocks: optimizer_steps is counted here, warm-up reads rollout
+        self.model = parallel.params_module
+        opt = cfg.optim
+        # fused: one kernel for all parameters instead of a Python loop over them (same AdamW update;
+        # on a 1M-parameter model the per-tensor loop costs more than the arithmetic).
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.params,
+            lr=derived.lr,
+            betas=tuple(opt.betas),
+            eps=opt.eps,
+            weight_decay=opt.weight_decay,
+            fused=opt.fused,
+        )
+        self.lr_rule = build_lr_rule(cfg.lr, derived.responses_per_rollout, derived.steps_per_rollout)
+        sharded = parallel.strategy == "fsdp"
+        self.noise = NoiseEstimator(
+            self.model, derived.steps_per_rollout, self._reduce_scalar if sharded else None
+        )
+
+    # ------------------------------------------------------------------ plan
+
+    def plan(self, n: int, advantages: torch.Tensor, rng: torch.Generator) -> Plan:
+        """The rollout's optimizer steps: per step, the minibatch's rows (B/K of them; with adaptive
+        allocators N/K) and the rows among them that reach the loss (all, or those with non-zero
+        advantage when there is no KL term: the others have zero gradient)."""
+        cfg, k = self.cfg, self.derived.steps_per_rollout
+        mb = n // k
+        skip_zero = cfg.optim.skip_zero_advantage and cfg.loss.kl_coef == 0
+        steps = []
+        for _epoch in range(cfg.optim.epochs):
+            perm = torch.randperm(n, generator=rng)
+            for step in range(k):
+                rows = perm[step * mb : (step + 1) * mb] if step < k - 1 else perm[step * mb :]
+                steps.append((rows, rows[advantages[rows] != 0] if skip_zero else rows))
+        return steps
+
+    # ------------------------------------------------------------------ the K steps
+
+    def run(self, gen: Generation, advantages, old_logp, ref_logp, plan: Plan) -> dict[str, float]:
+        cfg, d, env = self.cfg, self.derived, self.dist
+        k = d.steps_per_rollout
+        micro = cfg.optim.micro_batch_responses or max(1, -(-(len(gen) // k) // env.world_size))
+        comp_mask = gen.completion_mask[:, gen.prompt_width :]
+        constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
+        sums: dict[str, list[float]] = {}
+        self.noise.start_rollout()
+        self.model.train()
+        train_module = self.parallel.train_module
+        for rows, active in plan:
+            weights = token_weights(comp_mask[rows], cfg.loss.aggregation, constant)
+            # set_to_none: the first backward writes the gradient instead of adding it to zeros
+            self.optimizer.zero_grad(set_to_none=True)
+            stats_acc: dict[str, float] = {}
+            share = active[env.block(active.numel())]
+            n_micro = max(-(-len(env.block(active.numel(), q)) // micro) for q in range(env.world_size))
+            local = {int(x): i for i, x in enumerate(rows.tolist())}
+            for m in range(n_micro):
+                sub = share[m * micro : (m + 1) * micro]
+                padding = sub.numel() == 0
+                if padding:
+                    sub = rows[:1]
+                sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
+                with self.parallel.micro_context(sync=m == n_micro - 1):
+                    logp = self._forward(train_module, gen, sub)
+                    sl = slice(0, logp.shape[1])
+                    loss, st = policy_loss(
+                        logp,
+                        old_logp[sub][:, sl].to(self.device),
+                        advantages[sub].to(self.device),
+                        weights[sub_local][:, sl].to(self.device),
+                        clip=cfg.loss.clip,
+                        clip_high=cfg.loss.clip_high,
+                        ref_logp=ref_logp[sub][:, sl].to(self.device) if ref_logp is not None else None,
+                        kl_coef=cfg.loss.kl_coef,
+                    )
+                    if env.enabled:
+                        loss = loss * (0.0 if padding else float(env.world_size))
+                    loss.backward()
+                if padding:
+                    continue
+                for key, v in st.items():
+                    stats_acc[key] = stats_acc.get(key, 0.0) + float(v)
+            if env.enabled:  # the step's statistics over all ranks (same order everywhere)
+                merged: dict[str, float] = {}
+                for part in env.all_gather_object(stats_acc):
+                    for key, v in part.items():
+                        merged[key] = merged.get(key, 0.0) + v
+                stats_acc = merged
+            tokens = stats_acc.pop("tokens", 0.0)
+            for key, mean_key in (("kl_old_sum", "kl_old"), ("clip_sum", "clip_frac")):
+                if key in stats_acc:
+                    stats_acc[mean_key] = stats_acc.pop(key) / max(tokens, 1.0)
+            if n_micro == 0:  # no backward ran (nothing in the loss): AdamW still steps, on zeros
+                for p in self.params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+            stats_acc["grad_norm"], stats_acc["lr"] = self._step(rows.numel())
+            for key, v in stats_acc.items():
+                sums.setdefault(key, []).append(v)
+        self.model.eval()
+        out = {
+            "loss/policy": _mean(sums.get("policy", [0.0])),
+            "opt/lr": _mean(sums["lr"]),
+            "opt/grad_norm": _mean(sums["grad_norm"]),
+            "opt/grad_norm_max": max(sums["grad_norm"]),
+            "train/kl_old": _mean(sums.get("kl_old", [0.0])),
+            "train/kl_old_max": max(sums.get("kl_old", [0.0])),
+            "train/param_norm": self.param_norm(),
+        }
+        if "clip_frac" in sums:
+            out["loss/clip_frac"] = _mean(sums["clip_frac"])
+        if "kl_ref" in sums:
+            out["loss/kl_ref"] = _mean(sums["kl_ref"])
+        out.update({f"noise/{k}": v for k, v in self.noise.finish_rollout().items()})
+        return out
+
+    def _forward(self, module, gen: Generation, sub: torch.Tensor) -> torch.Tensor:
+        """log pi_theta of the completion tokens of rows ``sub`` (with gradient), [n, Lc']."""
+        cfg = self.cfg
+        if cfg.optim.pack_sequences:
+            return completion_logprobs_packed(
+                module,
+                gen.input_ids[sub].to(self.device),
+                gen.attention_mask[sub].to(self.device),
+                gen.prompt_width,
+                cfg.rollout.temperature,
+            )
+        ids, mask, start = trim_padding(gen.input_ids[sub], gen.attention_mask[sub], gen.prompt_width)
+        logp, _ = completion_logprobs(
+            module, ids.to(self.device), mask.to(self.device), start, cfg.rollout.temperature
+        )
+        return logp
+
+    def _step(self, rows: int) -> tuple[float, float]:
+        """Clip, set the learning rate and take the optimizer step; returns (grad norm, lr)."""
+        cfg = self.cfg
+        params = self.params
+        # The global gradient norm before clipping, computed once: the noise estimator records it, and
+        # the clip (same coefficient as clip_grad_norm_) runs only when it changes anything.
+        grads = [p.grad for p in params if p.grad is not None]
+        total = torch.nn.utils.get_total_norm(grads, foreach=True) if grads else torch.zeros(())
+        grad_norm = float(full_value(total))
+        self.noise.observe(rows, grad_norm**2)
+        # (the coefficient in clip_grads_with_norm_'s own float32 arithmetic: scaling by 1 is a no-op)
+        if cfg.optim.grad_clip is not None and float(cfg.optim.grad_clip / (full_value(total) + 1e-6)) < 1.0:
+            torch.nn.utils.clip_grads_with_norm_(params, cfg.optim.grad_clip, total, foreach=True)
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.clocks.optimizer_steps += 1
+        return grad_norm, lr
+
+    # ------------------------------------------------------------------ helpers
+
+    def current_lr(self) -> float:
+        lr = self.lr_rule.lr(self.noise.last)
+        warm = self.cfg.optim.warmup_rollouts
+        if warm:
+            lr *= min(1.0, (self.clocks.rollout + 1) / warm)
+        return lr
+
+    @torch.no_grad()
+    def param_norm(self) -> float:
+        if self.parallel.strategy == "fsdp":  # sum of squares over the shards of every rank
+            local = sum(float(local_tensor(p).float().pow(2).sum()) for p in self.model.parameters())
+            return math.sqrt(self._reduce_scalar(local))
+        return float(
+            torch.linalg.vector_norm(torch.stack([p.float().norm() for p in self.model.parameters()]))
+        )
+
+    def _reduce_scalar(self, value: float) -> float:
+        return self.dist.all_reduce_sum([value])[0]
+
+    def state_dict(self) -> dict:
+        return {"lr_rule": self.lr_rule.state_dict(), "noise": self.noise.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.lr_rule.load_state_dict(state["lr_rule"])
+        self.noise.load_state_dict(state["noise"])
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / max(len(values), 1)
