@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from .algorithms.loss import policy_loss, token_weights
+from .algorithms.loss import LossBatch, kl_old_sums, policy_loss, token_weights
 from .algorithms.lr_rules import build_lr_rule
 from .distributed import full_value, local_tensor
 from .engines.base import Generation
@@ -80,7 +80,7 @@ class PolicyOptimizer:
         micro = cfg.optim.micro_batch_responses or max(1, -(-(len(gen) // k) // env.world_size))
         comp_mask = gen.completion_mask[:, gen.prompt_width :]
         constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
-        sums: dict[str, list[float]] = {}
+        steps: list[dict[str, float]] = []
         self.noise.start_rollout()
         self.model.train()
         train_module = self.parallel.train_module
@@ -101,16 +101,14 @@ class PolicyOptimizer:
                 with self.parallel.micro_context(sync=m == n_micro - 1):
                     logp = self._forward(train_module, gen, sub)
                     sl = slice(0, logp.shape[1])
-                    loss, st = policy_loss(
-                        logp,
-                        old_logp[sub][:, sl].to(self.device),
-                        advantages[sub].to(self.device),
-                        weights[sub_local][:, sl].to(self.device),
-                        clip=cfg.loss.clip,
-                        clip_high=cfg.loss.clip_high,
+                    batch = LossBatch(
+                        logp=logp,
+                        old_logp=old_logp[sub][:, sl].to(self.device),
+                        advantages=advantages[sub].to(self.device),
+                        weights=weights[sub_local][:, sl].to(self.device),
                         ref_logp=ref_logp[sub][:, sl].to(self.device) if ref_logp is not None else None,
-                        kl_coef=cfg.loss.kl_coef,
                     )
+                    loss, st = policy_loss(cfg.loss, batch)
                     if env.enabled:
                         loss = loss * (0.0 if padding else float(env.world_size))
                     loss.backward()
@@ -124,33 +122,63 @@ class PolicyOptimizer:
                     for key, v in part.items():
                         merged[key] = merged.get(key, 0.0) + v
                 stats_acc = merged
-            tokens = stats_acc.pop("tokens", 0.0)
-            for key, mean_key in (("kl_old_sum", "kl_old"), ("clip_sum", "clip_frac")):
-                if key in stats_acc:
-                    stats_acc[mean_key] = stats_acc.pop(key) / max(tokens, 1.0)
+            step = step_means(stats_acc)
             if n_micro == 0:  # no backward ran (nothing in the loss): AdamW still steps, on zeros
                 for p in self.params:
                     if p.grad is None:
                         p.grad = torch.zeros_like(p)
-            stats_acc["grad_norm"], stats_acc["lr"] = self._step(rows.numel())
-            for key, v in stats_acc.items():
-                sums.setdefault(key, []).append(v)
+            step["grad_norm"], step["lr"], applied = self._step(rows.numel(), step.get("policy", 0.0))
+            step["applied"] = applied
+            steps.append(step)
+            if not applied:  # a non-finite loss or gradient: the step is not taken, the rollout ends
+                break
         self.model.eval()
+        return self._summary(steps)
+
+    def _summary(self, steps: list[dict[str, float]]) -> dict[str, float]:
+        """The rollout's training statistics from its steps. The drift KL(pi_old || pi_theta) measured in
+        step j's forward is the drift after j - 1 steps: the first is the one before any step (the
+        engine/trainer mismatch when pi_old is recomputed, ~0 otherwise); ``train/kl_old`` is the mean
+        over the measurements after steps 1.. (the one after the last step is added by
+        :meth:`final_drift`)."""
+        col = lambda key: [s[key] for s in steps if key in s]  # noqa: E731
+        after = steps[1:]
         out = {
-            "loss/policy": _mean(sums.get("policy", [0.0])),
-            "opt/lr": _mean(sums["lr"]),
-            "opt/grad_norm": _mean(sums["grad_norm"]),
-            "opt/grad_norm_max": max(sums["grad_norm"]),
-            "train/kl_old": _mean(sums.get("kl_old", [0.0])),
-            "train/kl_old_max": max(sums.get("kl_old", [0.0])),
+            "loss/policy": _mean(col("policy") or [0.0]),
+            "opt/lr": _mean(col("lr")),
+            "opt/grad_norm": _mean(col("grad_norm")),
+            "opt/grad_norm_max": max(col("grad_norm")),
+            "opt/nonfinite_step": 0 if steps[-1]["applied"] else len(steps),  # 1-based index, 0 = none
+            "train/kl_old_first": steps[0].get("kl_old", math.nan),
             "train/param_norm": self.param_norm(),
         }
-        if "clip_frac" in sums:
-            out["loss/clip_frac"] = _mean(sums["clip_frac"])
-        if "kl_ref" in sums:
-            out["loss/kl_ref"] = _mean(sums["kl_ref"])
+        self._after = [(s["kl_old"], s["kl_old_seq"]) for s in after if "kl_old" in s]
+        if "clip_frac" in steps[0]:
+            out["loss/clip_frac"] = _mean(col("clip_frac"))
+        if "kl_ref" in steps[0]:
+            out["loss/kl_ref"] = _mean(col("kl_ref"))
         out.update({f"noise/{k}": v for k, v in self.noise.finish_rollout().items()})
         return out
+
+    def final_drift(self, logp: torch.Tensor, old_logp: torch.Tensor, on: torch.Tensor) -> dict[str, float]:
+        """KL(pi_old || pi_theta) after the rollout's last step from ``logp`` (pi_theta after the K steps,
+        this rank's rows) and the per-step measurements: ``train/kl_old`` (token mean over the
+        measurements after steps 1..K), ``train/kl_old_max``, ``train/kl_old_seq`` (per response), and
+        ``train/kl_old_final`` / ``train/kl_old_seq_final`` (after the last step alone)."""
+        sums = {k: float(v) for k, v in kl_old_sums(logp, old_logp, on).items()}
+        keys = sorted(sums)
+        if self.dist.enabled:
+            sums = dict(zip(keys, self.dist.all_reduce_sum([sums[k] for k in keys])))
+        final = step_means(sums)
+        after = self._after + ([(final["kl_old"], final["kl_old_seq"])] if "kl_old" in final else [])
+        nan = math.nan
+        return {
+            "train/kl_old": _mean([a for a, _ in after]) if after else nan,
+            "train/kl_old_max": max(a for a, _ in after) if after else nan,
+            "train/kl_old_seq": _mean([b for _, b in after]) if after else nan,
+            "train/kl_old_final": final.get("kl_old", nan),
+            "train/kl_old_seq_final": final.get("kl_old_seq", nan),
+        }
 
     def _forward(self, module, gen: Generation, sub: torch.Tensor) -> torch.Tensor:
         """log pi_theta of the completion tokens of rows ``sub`` (with gradient), [n, Lc']."""
@@ -169,8 +197,10 @@ class PolicyOptimizer:
         )
         return logp
 
-    def _step(self, rows: int) -> tuple[float, float]:
-        """Clip, set the learning rate and take the optimizer step; returns (grad norm, lr)."""
+    def _step(self, rows: int, loss: float) -> tuple[float, float, bool]:
+        """Clip, set the learning rate and take the optimizer step; returns (grad norm, lr, applied).
+        A non-finite loss or gradient norm is caught here, before ``optimizer.step``: the step is not
+        taken (parameters and optimizer state stay finite) and ``applied`` is False."""
         cfg = self.cfg
         params = self.params
         # The global gradient norm before clipping, computed once: the noise estimator records it, and
@@ -178,16 +208,19 @@ class PolicyOptimizer:
         grads = [p.grad for p in params if p.grad is not None]
         total = torch.nn.utils.get_total_norm(grads, foreach=True) if grads else torch.zeros(())
         grad_norm = float(full_value(total))
+        lr = self.current_lr()
+        if not (math.isfinite(grad_norm) and math.isfinite(loss)):
+            self.optimizer.zero_grad(set_to_none=True)
+            return grad_norm, lr, False
         self.noise.observe(rows, grad_norm**2)
         # (the coefficient in clip_grads_with_norm_'s own float32 arithmetic: scaling by 1 is a no-op)
         if cfg.optim.grad_clip is not None and float(cfg.optim.grad_clip / (full_value(total) + 1e-6)) < 1.0:
             torch.nn.utils.clip_grads_with_norm_(params, cfg.optim.grad_clip, total, foreach=True)
-        lr = self.current_lr()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
         self.clocks.optimizer_steps += 1
-        return grad_norm, lr
+        return grad_norm, lr, True
 
     # ------------------------------------------------------------------ helpers
 
@@ -216,6 +249,22 @@ class PolicyOptimizer:
     def load_state_dict(self, state: dict) -> None:
         self.lr_rule.load_state_dict(state["lr_rule"])
         self.noise.load_state_dict(state["noise"])
+
+
+def step_means(sums: dict[str, float]) -> dict[str, float]:
+    """Token and response means of one step's summed statistics (see ``loss.policy_loss``)."""
+    out = dict(sums)
+    tokens, rows = out.pop("tokens", 0.0), out.pop("rows", 0.0)
+    for key, mean_key, count in (
+        ("kl_old_sum", "kl_old", tokens),
+        ("kl_old_seq_sum", "kl_old_seq", rows),
+        ("clip_sum", "clip_frac", tokens),
+    ):
+        if key in out:
+            total = out.pop(key)
+            if count > 0:  # a step without tokens measures nothing
+                out[mean_key] = total / count
+    return out
 
 
 def _mean(values: list[float]) -> float:

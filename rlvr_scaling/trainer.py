@@ -155,6 +155,9 @@ class Trainer:
         t = time.perf_counter()
         self._sync_weights()
         batch.perf["sync_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        train.update(self._final_drift(batch.gen, logps.old, plan))  # KL(pi_old || pi_theta) after step K
+        batch.perf["drift_s"] = time.perf_counter() - t
         accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None)
         row = {
             **accounting.training_row(batch, advantages, logps.entropy_mean, int(logps.needed.numel())),
@@ -205,6 +208,18 @@ class Trainer:
         batch.perf["per_sample_noise_s"] = time.perf_counter() - t
         self.optim.noise.last = {**self.optim.noise.last, **per_sample}
         return {f"noise/{k}": v for k, v in per_sample.items()}
+
+    def _final_drift(self, gen, old_logp, plan) -> dict[str, float]:
+        """The drift after the rollout's last step, measured with the synced weights on the first
+        minibatch's loss rows (a uniform draw from the rollout; this rank's block of them, whose pi_old
+        log-probs this rank has): one no-grad forward over B/K responses."""
+        if not plan:
+            return {}
+        active = plan[0][1]
+        mine = active[self.dist.block(active.numel())]
+        logp, _ = self.logprobs.logprobs(self.full_model, gen, mine)
+        comp = gen.completion_mask[:, gen.prompt_width :]
+        return self.optim.final_drift(logp[mine], old_logp[mine], comp[mine])
 
     def _sync_weights(self) -> None:
         """Weight sync: free for the HF engine (shared model), an in-place push for vLLM; under FSDP the
@@ -257,16 +272,21 @@ class Trainer:
     def _detect(self, row: dict[str, Any]) -> None:
         if self.failure is not None:
             return
-        fired = self.monitor.observe(row)
+        fired = self.monitor.observe({**self.clocks.as_dict(), **row})
         if fired is not None:
-            name, reason = fired
+            name, event = fired
             self.failure = {
                 "detector": name,
-                "reason": reason,
-                "responses": self.clocks.responses,
+                "reason": event.reason,
+                "responses": self.clocks.responses,  # when the detector decided
                 "rollout": self.clocks.rollout,
+                "onset_responses": event.onset_responses,  # the first row of the sustained condition
+                "onset_rollout": event.onset_rollout,
             }
-            self.progress.line(f"[failure] {name}: {reason} at {self.clocks.responses} responses")
+            self.progress.line(
+                f"[failure] {name}: {event.reason} at {self.clocks.responses} responses "
+                f"(onset {event.onset_responses})"
+            )
 
     def _all_targets_reached(self) -> bool:
         return bool(self.state.targets) and all(v is not None for v in self.state.targets.values())
@@ -367,6 +387,7 @@ class Trainer:
                 },
                 "failure": {
                     "responses": self.failure["responses"] if self.failure else None,
+                    "onset_responses": self.failure["onset_responses"] if self.failure else None,
                     "failed": self.failure is not None,
                     "detector": self.failure["detector"] if self.failure else None,
                 },

@@ -58,3 +58,15 @@ def tiny_config(cache_dir, **overrides):
             obj = getattr(obj, part)
         setattr(obj, last, value)
     return cfg
+
+
+@pytest.fixture
+def varied_rewards(monkeypatch):
+    """Score responses by a rule every completion can meet or miss (an even number of characters), so
+    that the tiny model's groups have varying rewards (non-zero advantages) whatever its short warm start
+    learnt. The model, engine and trainer stay real; only the verifier's rule changes."""
+    from rlvr_scaling.tasks.reasoning_gym_task import ReasoningGymTask
+
+    monkeypatch.setattr(
+        ReasoningGymTask, "score", lambda self, texts, examples: [float(len(t) % 2 == 0) for t in texts]
+    )

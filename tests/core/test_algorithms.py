@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlvr_scaling.algorithms.baselines import AdvantageInputs, GRPOParams, RLOOParams, compute_advantages
-from rlvr_scaling.algorithms.loss import policy_loss, token_weights
+from rlvr_scaling.algorithms.loss import LossBatch, LossConfig, policy_loss, token_weights
 from rlvr_scaling.algorithms.lr_rules import PowerLRParams, build_lr_rule
 
 
@@ -85,7 +85,7 @@ def test_loss_without_clip_at_ratio_one_is_reinforce():
     logp = torch.log_softmax(logits, -1)[:, :4]
     adv = torch.tensor([1.0, -0.5, 0.0])
     w = token_weights(torch.ones(3, 4, dtype=torch.bool), "token_mean", 4)
-    loss, _ = policy_loss(logp, logp.detach(), adv, w, clip=None)
+    loss, _ = policy_loss(LossConfig(clip=None), LossBatch(logp, logp.detach(), adv, w))
     (g,) = torch.autograd.grad(loss, logits, retain_graph=True)
     reinforce = -(adv[:, None] * logp * w).sum()
     (g_ref,) = torch.autograd.grad(reinforce, logits)
@@ -96,10 +96,10 @@ def test_clip_zeroes_gradient_outside_trust_region():
     logp = torch.tensor([[0.0]], requires_grad=True)
     old = torch.tensor([[-1.0]])  # ratio e > 1.2
     w = torch.ones(1, 1)
-    loss, st = policy_loss(logp, old, torch.tensor([1.0]), w, clip=0.2)
+    loss, st = policy_loss(LossConfig(clip=0.2), LossBatch(logp, old, torch.tensor([1.0]), w))
     (g,) = torch.autograd.grad(loss, logp)
     assert g.item() == 0.0 and st["clip_sum"].item() == st["tokens"].item() > 0
-    loss, _ = policy_loss(logp, old, torch.tensor([1.0]), w, clip=None)
+    loss, _ = policy_loss(LossConfig(clip=None), LossBatch(logp, old, torch.tensor([1.0]), w))
     (g,) = torch.autograd.grad(loss, logp)
     assert g.item() == pytest.approx(-math.e)
 

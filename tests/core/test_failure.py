@@ -1,6 +1,9 @@
-"""Each failure detector fires on a synthetic history and stays quiet on a healthy one."""
+"""Failure detectors: each fires on a degraded history and stays quiet on a healthy one; decisions do not
+depend on the rollout size; the onset is the first row of the sustained condition."""
 
 import math
+
+import pytest
 
 from rlvr_scaling.algorithms.failure import (
     CollapseParams,
@@ -8,107 +11,175 @@ from rlvr_scaling.algorithms.failure import (
     FailureConfig,
     FailureMonitor,
     KLBlowupParams,
+    LengthBlowupParams,
+    MismatchParams,
 )
 
+ALL_OFF = {name: None for name in FailureConfig.__dataclass_fields__}
 
-def _run(monitor, rows):
-    for i, row in enumerate(rows):
+
+def only(**detectors) -> FailureConfig:
+    return FailureConfig(**{**ALL_OFF, **detectors})
+
+
+def train_rows(values: dict[str, list[float]], b: int, start: int = 0) -> list[dict]:
+    """Training rows of B responses each, with clocks."""
+    n = len(next(iter(values.values())))
+    return [
+        {
+            "rollout": start + i + 1,
+            "responses": (start + i + 1) * b,
+            "rollout/responses": b,
+            **{k: v[i] for k, v in values.items()},
+        }
+        for i in range(n)
+    ]
+
+
+def eval_rows(accuracies: list[float], every: int = 256, n: int = 256) -> list[dict]:
+    return [
+        {"rollout": i, "responses": i * every, "eval/accuracy": a, "eval/responses": n}
+        for i, a in enumerate(accuracies)
+    ]
+
+
+def first_fire(monitor: FailureMonitor, rows: list[dict]):
+    for row in rows:
         fired = monitor.observe(row)
         if fired:
-            return i, fired[0]
+            name, event = fired
+            return name, row["responses"], event.onset_responses
     return None
 
 
-HEALTHY = [
-    {
-        "eval/accuracy": 0.30,
-        "train/reward_mean": 0.2,
-        "train/kl_old": 1e-3,
-        "train/entropy": 0.5,
-        "loss/policy": 0.01,
-        "opt/grad_norm": 0.2,
-        "train/param_norm": 40.0,
-    },
-    {
-        "eval/accuracy": 0.35,
-        "train/reward_mean": 0.3,
-        "train/kl_old": 2e-3,
-        "train/entropy": 0.4,
-        "loss/policy": -0.02,
-        "opt/grad_norm": 0.3,
-        "train/param_norm": 40.1,
-    },
-    {
-        "eval/accuracy": 0.33,
-        "train/reward_mean": 0.28,
-        "train/kl_old": 1e-3,
-        "train/entropy": 0.4,
-        "loss/policy": 0.0,
-        "opt/grad_norm": 0.25,
-        "train/param_norm": 40.2,
-    },
-] * 5
-
-
-def test_no_detector_fires_on_healthy_history():
-    assert _run(FailureMonitor(FailureConfig()), HEALTHY) is None
-
-
-def test_non_finite_fires():
-    rows = HEALTHY[:3] + [{**HEALTHY[0], "opt/grad_norm": math.nan}]
-    assert _run(FailureMonitor(FailureConfig()), rows) == (3, "non_finite")
-
-
-def test_accuracy_collapse_needs_peak_then_drop():
-    cfg = FailureConfig(reward_collapse=None, accuracy_collapse=CollapseParams(drop_frac=0.5, min_peak=0.2))
-    rows = [{"eval/accuracy": a} for a in (0.1, 0.3, 0.5, 0.3, 0.24)]
-    assert _run(FailureMonitor(cfg), rows) == (4, "accuracy_collapse")
-    # Never above min_peak: never armed.
-    assert _run(FailureMonitor(cfg), [{"eval/accuracy": a} for a in (0.15, 0.19, 0.01)]) is None
-
-
-def test_reward_collapse_window_in_responses_is_the_same_at_every_b():
-    cfg = FailureConfig(
-        accuracy_collapse=None,
-        reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1, window_responses=64),
+def healthy_rows(b: int, n_responses: int = 8192) -> list[dict]:
+    k = n_responses // b
+    return train_rows(
+        {
+            "train/reward_mean": [0.3 + 0.2 * i / k for i in range(k)],
+            "train/kl_old": [0.01] * k,
+            "train/entropy": [0.6 - 0.3 * i / k for i in range(k)],
+            "train/finished_frac": [0.98] * k,
+            "loss/policy": [0.01] * k,
+            "opt/grad_norm": [0.3] * k,
+            "train/param_norm": [40.0] * k,
+        },
+        b,
     )
-    # B = 16: one noisy rollout at 0.0 among 0.4s does not fire (4-rollout window), a sustained drop does.
-    noisy = [{"train/reward_mean": r, "rollout/responses": 16} for r in (0.4, 0.4, 0.4, 0.4, 0.0, 0.4, 0.4)]
-    assert _run(FailureMonitor(cfg), noisy) is None
-    drop = [{"train/reward_mean": r, "rollout/responses": 16} for r in (0.4,) * 4 + (0.0,) * 4]
-    assert _run(FailureMonitor(cfg), drop) == (6, "reward_collapse")
-    # B = 64: the window is one rollout.
-    big = [{"train/reward_mean": r, "rollout/responses": 64} for r in (0.4, 0.4, 0.1)]
-    assert _run(FailureMonitor(cfg), big) == (2, "reward_collapse")
 
 
-def test_reward_collapse_smoothed():
-    cfg = FailureConfig(
-        accuracy_collapse=None, reward_collapse=CollapseParams(drop_frac=0.5, min_peak=0.1, window=2)
-    )
-    rows = [{"train/reward_mean": r} for r in (0.4, 0.4, 0.0, 0.4, 0.0, 0.0)]
-    # smoothed: -, .4, .2, .2, .2, 0 -> the single 0 at index 2 does not fire; index 5 does.
-    assert _run(FailureMonitor(cfg), rows) == (5, "reward_collapse")
+@pytest.mark.parametrize("b", [32, 512])
+def test_no_detector_fires_on_a_healthy_history(b):
+    rows = healthy_rows(b) + eval_rows([0.27, 0.3, 0.35, 0.33, 0.4, 0.38, 0.45])
+    assert first_fire(FailureMonitor(FailureConfig()), sorted(rows, key=lambda r: r["responses"])) is None
 
 
-def test_kl_and_entropy():
-    cfg = FailureConfig(
-        kl_blowup=KLBlowupParams(max_kl=0.5), entropy_collapse=EntropyCollapseParams(min_entropy=0.01)
-    )
-    assert _run(FailureMonitor(cfg), HEALTHY[:2] + [{"train/kl_old": 0.8}]) == (2, "kl_blowup")
-    assert _run(FailureMonitor(cfg), HEALTHY[:2] + [{"train/entropy": 0.001}]) == (2, "entropy_collapse")
+def test_non_finite_fires_at_once_with_onset_equal_to_detection():
+    rows = healthy_rows(64, 640)
+    rows[4]["opt/grad_norm"] = math.nan
+    assert first_fire(FailureMonitor(FailureConfig()), rows) == ("non_finite", 320, 320)
 
 
-def test_dropping_a_detector():
-    cfg = FailureConfig(kl_blowup=None)
-    assert _run(FailureMonitor(cfg), [{"train/kl_old": 100.0}]) is None
+def test_accuracy_collapse_needs_peak_drop_beyond_noise_and_two_evaluations():
+    cfg = only(accuracy_collapse=CollapseParams())
+    # peak 0.5, then two evaluations below 0.25 (more than 3 SE of sqrt(.25/256) = 0.031 below 0.5)
+    rows = eval_rows([0.2, 0.35, 0.5, 0.45, 0.2, 0.15])
+    assert first_fire(FailureMonitor(cfg), rows) == ("accuracy_collapse", 5 * 256, 4 * 256)
+    # a single bad evaluation (a noise dip) does not fire
+    assert first_fire(FailureMonitor(cfg), eval_rows([0.2, 0.5, 0.2, 0.5, 0.45, 0.5])) is None
+    # never above min_peak: never armed
+    assert first_fire(FailureMonitor(cfg), eval_rows([0.05, 0.09, 0.01, 0.0, 0.0])) is None
 
 
-def test_state_round_trip():
-    cfg = FailureConfig(reward_collapse=None)
+def test_accuracy_collapse_drop_must_exceed_the_evaluation_noise():
+    """Half the best, but on a 16-response evaluation that is within 3 standard errors: quiet."""
+    cfg = only(accuracy_collapse=CollapseParams())
+    small = eval_rows([0.25, 0.3, 0.14, 0.13], n=16)  # SE = sqrt(.3*.7/16) = 0.115; drop 0.16 < 3 SE
+    assert first_fire(FailureMonitor(cfg), small) is None
+    large = eval_rows([0.25, 0.3, 0.14, 0.13], n=1024)
+    assert first_fire(FailureMonitor(cfg), large) == ("accuracy_collapse", 3 * 256, 2 * 256)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "key", "good", "bad"),
+    [
+        (
+            "reward_collapse",
+            FailureConfig().reward_collapse,
+            "train/reward_mean",
+            0.4,
+            0.05,
+        ),
+        ("kl_blowup", KLBlowupParams(), "train/kl_old", 0.01, 2.0),
+        ("entropy_collapse", EntropyCollapseParams(), "train/entropy", 0.6, 0.001),
+        ("length_blowup", LengthBlowupParams(), "train/finished_frac", 1.0, 0.2),
+        ("mismatch", MismatchParams(), "rollout/mismatch_logp_abs_mean", 0.01, 1.0),
+    ],
+)
+def test_training_row_detectors_decide_at_the_same_responses_at_every_rollout_size(
+    name, params, key, good, bad
+):
+    """The same per-response degradation (good until 4,096 responses, bad afterwards) injected at
+    B = 32 and B = 512: the same decision, at the same responses within one rollout of the larger B,
+    with the onset at the degradation within one window; quiet when it never degrades."""
+    decisions = {}
+    for b in (32, 512):
+        n = 8192 // b
+        values = [good if (i + 1) * b <= 4096 else bad for i in range(n)]
+        fired = first_fire(FailureMonitor(only(**{name: params})), train_rows({key: values}, b))
+        assert fired is not None and fired[0] == name, (b, fired)
+        decisions[b] = fired
+        assert first_fire(FailureMonitor(only(**{name: params})), train_rows({key: [good] * n}, b)) is None
+    (_, at_small, onset_small), (_, at_large, onset_large) = decisions[32], decisions[512]
+    assert abs(at_small - at_large) <= 512
+    assert abs(onset_small - onset_large) <= 512
+    assert 4096 < onset_small <= 4096 + max(params.window_responses, 32)
+    assert at_small - onset_small >= params.sustain_responses - 32  # the onset row covers 32 responses
+    assert params.sustain_responses > params.window_responses  # one outlying rollout cannot fire alone
+
+
+def test_a_single_outlying_rollout_does_not_fire():
+    """One rollout of up to 256 responses with a huge drift estimate among healthy ones is not a
+    failure (a rollout covering the whole sustain window, 512 responses of drift, is: the same responses
+    at small B would be 16 bad rollouts in a row)."""
+    for b in (32, 128, 256):
+        n = 8192 // b
+        kl = [0.01] * n
+        kl[n // 2] = 5.0  # one rollout with a huge drift estimate
+        rows = train_rows({"train/kl_old": kl}, b)
+        assert first_fire(FailureMonitor(only(kl_blowup=KLBlowupParams())), rows) is None, b
+
+
+def test_entropy_collapse_is_relative_to_the_start():
+    """A model that starts at entropy 0.02 (a real model's converged level) and stays there is healthy;
+    one that falls to 1/50 of its own start collapses."""
+    cfg = only(entropy_collapse=EntropyCollapseParams())
+    assert first_fire(FailureMonitor(cfg), train_rows({"train/entropy": [0.02] * 64}, 64)) is None
+    falling = [0.5] * 16 + [0.01] * 48
+    fired = first_fire(FailureMonitor(cfg), train_rows({"train/entropy": falling}, 64))
+    assert fired is not None and fired[0] == "entropy_collapse"
+
+
+def test_dropping_a_detector_silences_it():
+    rows = train_rows({"train/kl_old": [100.0] * 32}, 64)
+    assert first_fire(FailureMonitor(FailureConfig(kl_blowup=None)), rows) is None
+    assert first_fire(FailureMonitor(FailureConfig()), rows)[0] == "kl_blowup"
+
+
+def test_mismatch_is_quiet_without_the_key():
+    rows = healthy_rows(64)
+    assert first_fire(FailureMonitor(only(mismatch=MismatchParams())), rows) is None
+
+
+def test_state_round_trip_mid_streak():
+    """A monitor restored from a checkpoint in the middle of a sustained condition decides where the
+    uninterrupted one does, with the same onset."""
+    cfg = FailureConfig()
+    rows = train_rows({"train/kl_old": [0.01] * 20 + [3.0] * 20}, 32)
+    whole = first_fire(FailureMonitor(cfg), rows)
     a = FailureMonitor(cfg)
-    for acc in (0.1, 0.6, 0.5):
-        a.observe({"eval/accuracy": acc})
+    for row in rows[:22]:
+        assert a.observe(row) is None
     b = FailureMonitor(cfg)
     b.load_state_dict(a.state_dict())
-    assert a.observe({"eval/accuracy": 0.2}) == b.observe({"eval/accuracy": 0.2})
+    assert first_fire(b, rows[22:]) == whole

@@ -46,7 +46,9 @@ def _rollout(trainer, seed=0):
 def _params_after(cfg, components, tmp_path, rollout):
     trainer = _trainer(cfg, components, tmp_path)
     gen, adv, old = rollout
-    trainer.optim.run(gen, adv, old, None, trainer.optim.plan(len(gen), adv, torch.Generator().manual_seed(1)))
+    trainer.optim.run(
+        gen, adv, old, None, trainer.optim.plan(len(gen), adv, torch.Generator().manual_seed(1))
+    )
     return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
 
 
@@ -103,7 +105,9 @@ def test_one_step_unclipped_gradient_is_reinforce(cache_dir, components, tmp_pat
             captured["grad"] = torch.cat([p.grad.flatten().clone() for p in trainer.model.parameters()])
 
     trainer.optim.optimizer = Capture()
-    trainer.optim.run(gen, adv, old, None, trainer.optim.plan(len(gen), adv, torch.Generator().manual_seed(1)))
+    trainer.optim.run(
+        gen, adv, old, None, trainer.optim.plan(len(gen), adv, torch.Generator().manual_seed(1))
+    )
     # Plain loop: one unpadded sequence at a time.
     model = trainer.model
     model.zero_grad()
@@ -202,16 +206,20 @@ def test_other_config_in_same_directory_is_refused(cache_dir, tmp_path):
         )
 
 
-def test_failure_ends_run_normally(cache_dir, tmp_path):
-    from rlvr_scaling.algorithms.failure import EntropyCollapseParams
+def test_failure_ends_run_normally(cache_dir, tmp_path, varied_rewards):
+    from rlvr_scaling.algorithms.failure import KLBlowupParams
 
     cfg = tiny_config(cache_dir)
-    cfg.failure.entropy_collapse = EntropyCollapseParams(min_entropy=100.0)  # always fires
+    # any drift at all, over a one-rollout window held one rollout (B = 16): fires on rollout 1
+    cfg.failure.kl_blowup = KLBlowupParams(max_kl=1e-12, window_responses=16, sustain_responses=16)
     assert train(cfg, tmp_path, log=lambda *_: None) == "failed"
     status = json.loads((tmp_path / "status.json").read_text())
-    assert status["failure"]["detector"] == "entropy_collapse" and status["failure"]["rollout"] == 1
+    failure = status["failure"]
+    assert failure["detector"] == "kl_blowup" and failure["rollout"] == 1
+    assert failure["onset_rollout"] == 1 and failure["onset_responses"] == 16
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["failure"]["failed"] and summary["failure"]["responses"] == 16
+    assert summary["failure"]["onset_responses"] == 16
     assert not math.isnan(summary["final"]["responses"])
 
 
