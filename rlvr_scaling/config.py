@@ -108,14 +108,25 @@ class OptimConfig:
 
 @dataclass
 class EvalConfig:
-    every_responses: int = 256  # validate every this many training responses (and at 0)
+    # When validation runs (always at 0 too, then at the first rollout boundary at or past each point):
+    # linear = every `every_responses`; geometric = at first_responses * 2^(k / points_per_doubling),
+    # k = 0, 1, ..., with at most `every_responses` between two evaluations. Geometric points give the
+    # same relative resolution (~12 % at 6 per doubling) to every crossing time, early or late.
+    schedule: str = "geometric"
+    every_responses: int = 1024  # linear: the interval; geometric: the largest interval
+    first_responses: int = 64  # geometric: the first point after 0
+    points_per_doubling: int = 6  # geometric
     targets: list[float] = field(default_factory=lambda: [0.25, 0.3, 0.35])  # accuracies to time
     samples: int = 0  # 0 = greedy pass@1; n > 0 = mean pass@1 over n samples at rollout temperature
     max_new_tokens: int | None = None  # null = rollout.max_new_tokens
 
     def validate(self, prefix: str = "eval") -> None:
+        if self.schedule not in ("linear", "geometric"):
+            raise ConfigError(f"{prefix}.schedule must be linear or geometric (got {self.schedule!r})")
         if self.every_responses < 1:
             raise ConfigError(f"{prefix}.every_responses must be >= 1 (got {self.every_responses})")
+        if self.first_responses < 1 or self.points_per_doubling < 1:
+            raise ConfigError(f"{prefix}.first_responses and {prefix}.points_per_doubling must be >= 1")
         for t in self.targets:
             if not 0 <= t <= 1:
                 raise ConfigError(f"{prefix}.targets must lie in [0, 1] (got {t})")

@@ -1,7 +1,11 @@
 """Validation: when it runs, and what it measures (DESIGN.md §3).
 
 Validation runs on the task's fixed held-out set at step 0 and then whenever the ``responses`` clock
-has passed the next scheduled point (at a rollout boundary). ``eval/accuracy`` is pass@1: greedy
+has passed the next scheduled point (at a rollout boundary): every ``eval.every_responses``
+(``schedule: linear``) or at geometrically spaced points ``first_responses * 2^(k / points_per_doubling)``
+with at most ``every_responses`` between two (``schedule: geometric``, the default): a crossing time is
+then bracketed to the same relative width early and late in a run, which is what a power-law fit in
+log R needs. ``eval/accuracy`` is pass@1: greedy
 (``eval.samples: 0``) or the mean over ``eval.samples`` samples per problem at the rollout temperature.
 Validation responses are counted on ``eval_responses``, never on the training clocks.
 """
@@ -13,6 +17,23 @@ from typing import Any
 
 from .collect import derived_seed, generate_blocks, score_blocks
 from .engines.base import SamplingParams
+
+
+def next_eval_point(e, responses: int) -> int:
+    """The schedule of ``eval`` config ``e``: the first point strictly after ``responses``.
+
+    Geometric: points ``round(first * 2^(k / ppd))`` while their spacing is at most ``every_responses``,
+    then every ``every_responses`` from the last such point on (the same points for every run)."""
+    if e.schedule == "linear":
+        return (responses // e.every_responses + 1) * e.every_responses
+    ratio = 2.0 ** (1.0 / e.points_per_doubling)
+    point, k = e.first_responses, 0
+    while point <= responses:
+        nxt = round(e.first_responses * ratio ** (k + 1))
+        if nxt - point > e.every_responses:  # past the crossover: linear from here on
+            return point + ((responses - point) // e.every_responses + 1) * e.every_responses
+        point, k = nxt, k + 1
+    return point
 
 
 class Evaluator:
@@ -30,9 +51,9 @@ class Evaluator:
         self.counts = [max(n, 1)] * len(self.validation)
 
     def next_at(self, responses: int) -> int:
-        """The first point of the schedule strictly after ``responses``."""
-        every = self.cfg.eval.every_responses
-        return (responses // every + 1) * every
+        """The first point of the schedule strictly after ``responses`` (the same points for every
+        rollout size: evaluation happens at the first rollout boundary at or past it)."""
+        return next_eval_point(self.cfg.eval, responses)
 
     def evaluate(self, responses: int) -> dict[str, Any]:
         """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
@@ -54,5 +75,6 @@ class Evaluator:
             "eval/entropy": self.logprobs.rollout_entropy(gen),
             "eval/unscorable": len(rewards) - len(scored),
             "eval/responses": len(gen),
+            "eval/problems": len(self.validation),
             "perf/eval_s": round(time.perf_counter() - t, 4),
         }

@@ -27,10 +27,11 @@ Detectors (``failure.<name>``; ``null`` drops one):
   non-finite loss or gradient before ``optimizer.step`` (the step is not applied), and this detector
   ends the run at that rollout.
 - ``accuracy_collapse``: validation accuracy below ``drop_frac`` x its best so far and more than
-  ``z`` standard errors sqrt(best (1 - best) / n) below it (n = validation responses scored), once the
-  best exceeded ``min_peak``, on ``patience`` consecutive evaluations.
+  ``z`` standard errors sqrt(best (1 - best) / n) below it, once the best exceeded ``min_peak``, on
+  ``patience`` consecutive evaluations. n counts problems, not responses: the samples of one problem
+  are correlated, so problems are the independent units (a conservative standard error).
 - ``reward_collapse``: the same on the training reward mean smoothed over the last
-  ``window_responses`` responses (SE from the window's response count), held ``sustain_responses``.
+  ``window_responses`` responses (n = the prompts in the window), held ``sustain_responses``.
 - ``kl_blowup``: the drift KL(pi_old || pi_theta) per token after each optimizer step
   (``train/kl_old``, the k3 estimator), smoothed over ``window_responses``, above ``max_kl``.
 - ``entropy_collapse``: smoothed token entropy of the rollouts below ``min_frac`` x the run's starting
@@ -208,8 +209,8 @@ class NonFinite(Detector):
 class _Sustained(Detector):
     """A condition on a (smoothed) statistic of one kind of row, sustained before it fires.
 
-    Subclasses give the row key and ``condition(value, n) -> reason | None`` (n = responses behind the
-    value). Smoothing: the response-weighted mean over the last rows covering ``window_responses``
+    Subclasses give the row key and ``condition(value, n) -> reason | None`` (n = independent units
+    behind the value: prompts, since the responses of one prompt are correlated). Smoothing: the response-weighted mean over the last rows covering ``window_responses``
     (the condition is not evaluated until the window is full). Onset: the first row of the current
     streak of rows on which the condition holds. The streak has lasted the training responses its rows
     cover (a training row covers its rollout's responses, so at large B one rollout can satisfy the
@@ -219,11 +220,12 @@ class _Sustained(Detector):
 
     key: str
     weight_key = "rollout/responses"  # responses behind one row (training rows)
+    count_key = "rollout/prompts"  # independent units behind one row (a group's responses are correlated)
     instant = False  # rows are instants (evaluations), not spans of training responses
 
     def __init__(self, params: SustainParams):
         self.p = params
-        self.recent: deque[tuple[float, float]] = deque()
+        self.recent: deque[tuple[float, float, float]] = deque()  # (value, responses, independent units)
         self.streak: list[Any] | None = None  # [onset responses, onset rollout, rows in streak]
 
     def value(self, row) -> float | None:
@@ -270,7 +272,7 @@ class _Sustained(Detector):
         return {"recent": list(self.recent), "streak": self.streak, **self._extra_state()}
 
     def load_state_dict(self, state):
-        self.recent = deque(tuple(x) for x in state.get("recent", []))
+        self.recent = deque(tuple(x) for x in state.get("recent", []) if len(x) == 3)
         self.streak = state.get("streak")
         self._load_extra(state)
 
@@ -310,6 +312,7 @@ class _Collapse(_Sustained):
 class AccuracyCollapse(_Collapse):
     key = "eval/accuracy"
     weight_key = "eval/responses"
+    count_key = "eval/problems"
     instant = True
 
 

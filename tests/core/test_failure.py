@@ -30,6 +30,7 @@ def train_rows(values: dict[str, list[float]], b: int, start: int = 0) -> list[d
             "rollout": start + i + 1,
             "responses": (start + i + 1) * b,
             "rollout/responses": b,
+            "rollout/prompts": b // 8,
             **{k: v[i] for k, v in values.items()},
         }
         for i in range(n)
@@ -38,7 +39,13 @@ def train_rows(values: dict[str, list[float]], b: int, start: int = 0) -> list[d
 
 def eval_rows(accuracies: list[float], every: int = 256, n: int = 256) -> list[dict]:
     return [
-        {"rollout": i, "responses": i * every, "eval/accuracy": a, "eval/responses": n}
+        {
+            "rollout": i,
+            "responses": i * every,
+            "eval/accuracy": a,
+            "eval/responses": 4 * n,
+            "eval/problems": n,
+        }
         for i, a in enumerate(accuracies)
     ]
 
@@ -92,7 +99,7 @@ def test_accuracy_collapse_needs_peak_drop_beyond_noise_and_two_evaluations():
 
 
 def test_accuracy_collapse_drop_must_exceed_the_evaluation_noise():
-    """Half the best, but on a 16-response evaluation that is within 3 standard errors: quiet."""
+    """Half the best, but on a 16-problem evaluation that is within 3 standard errors: quiet."""
     cfg = only(accuracy_collapse=CollapseParams())
     small = eval_rows([0.25, 0.3, 0.14, 0.13], n=16)  # SE = sqrt(.3*.7/16) = 0.115; drop 0.16 < 3 SE
     assert first_fire(FailureMonitor(cfg), small) is None
