@@ -40,7 +40,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--clock", choices=CLOCK_CHOICES, default="responses", help="clock the events are measured on"
     )
     p.add_argument("--targets", type=float, nargs="+", default=None, help="targets (default: eval.targets)")
-    p.add_argument("--interpolate", action="store_true", help="interpolate R_T linearly between evaluations")
+    crossing = p.add_mutually_exclusive_group()
+    crossing.add_argument(
+        "--interpolate", action="store_true", help="R_T interpolated linearly between evaluations (exact)"
+    )
+    crossing.add_argument(
+        "--exact-crossings",
+        action="store_true",
+        help="R_T = first evaluation at/above the target, as if exact (default: interval-censored)",
+    )
+    p.add_argument(
+        "--failure-time",
+        choices=("onset", "detection"),
+        default="onset",
+        help="failure clock at the failure onset (default) or at the detector's decision",
+    )
     p.add_argument(
         "--resolution-frac", type=float, default=0.125, help="flag R_T when spacing or B > frac*R_T"
     )
@@ -97,6 +111,8 @@ def run(args: argparse.Namespace, api=None) -> int:
         clock=args.clock,
         targets=tuple(args.targets) if args.targets else None,
         interpolate=args.interpolate,
+        crossing="exact" if args.exact_crossings else "interval",
+        failure_time=args.failure_time,
         resolution_frac=args.resolution_frac,
         include_incomplete=args.include_incomplete,
         condition_keys=tuple(args.condition_keys) if args.condition_keys else None,

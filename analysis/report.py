@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from analysis.clocks import Tables, target_label
-from analysis.fit import FitResult, difference_interval, fit_power_law
+from analysis.fit import FitResult, difference_interval, fit_power_law, stratified_weights
 from analysis.load import SkippedRun
 
 STAT_COLUMNS = [
@@ -34,17 +35,33 @@ STAT_COLUMNS = [
     "ci_high",
     "n_runs",
     "n_censored",
+    "n_censored_failure",
+    "n_censored_budget",
+    "n_interval",
+    "n_left",
     "n_sizes",
+    "sizes_unreached",
     "prefactor",
     "sigma",
     "wald_low",
     "wald_high",
     "ci_method",
+    "inflation",
     "n_seeds_min",
     "n_resolution_limited",
     "n_boot",
     "n_boot_failed",
+    "exponent_never",
+    "ci_low_never",
+    "ci_high_never",
+    "exponent_at_failure",
+    "ci_low_at_failure",
+    "ci_high_at_failure",
+    "sensitivity_low",
+    "sensitivity_high",
     "clock_unit",
+    "crossing",
+    "failure_time",
     "interpolated",
     "theory_noise_dominated",
     "theory_curvature_dominated",
@@ -65,30 +82,101 @@ def theory_values(clock: str, rule, power) -> tuple[float, float, float]:
     return (0.0, 0.5, math.nan) if sqrt_rule else (math.nan, math.nan, math.nan)
 
 
+def condition_rng(seed: int, condition: str) -> np.random.Generator:
+    """The bootstrap stream of one condition: keyed by its label, not by its position among others."""
+    return np.random.default_rng([seed, zlib.crc32(condition.encode())])
+
+
+def budget_on_clock(runs: pd.DataFrame) -> np.ndarray:
+    """Each run's budget (``train.max_responses``) on the analysis clock: exact on ``responses``, else
+    scaled by the run's own clock per response at its end; the largest final clock of the condition when
+    the budget is unknown."""
+    budget = runs["budget"].to_numpy(float)
+    final = runs["final_responses"].to_numpy(float)
+    unit = runs["clock_unit"].iloc[0] if len(runs) else "responses"
+    if unit != "responses":
+        end = runs["failure"].where(runs["failure:censored"]).to_numpy(float)  # final clock of unfailed runs
+        rate = np.nanmedian(end / final) if np.isfinite(end / final).any() else np.nan
+        budget = budget * rate
+    fallback = (
+        np.nanmax(runs[[c for c in runs.columns if c == "failure"]].to_numpy(float)) if len(runs) else np.nan
+    )
+    return np.where(np.isfinite(budget) & (budget > 0), budget, fallback)
+
+
+def _sensitivity_data(fitted: pd.DataFrame, clock: str, kind: str):
+    """Times of ``clock`` with failed-first runs treated as never reaching (``never``: right-censored at
+    the budget) or as reaching at their failure (``at_failure``: interval (last evaluation, failure])."""
+    values = fitted[clock].to_numpy(float).copy()
+    censored = fitted[f"{clock}:censored"].to_numpy(bool).copy()
+    lower = fitted[f"{clock}:lower"].to_numpy(float).copy()
+    failed_first = (fitted[f"{clock}:censored_by"] == "failure").to_numpy()
+    if kind == "never":
+        values[failed_first] = np.maximum(budget_on_clock(fitted)[failed_first], values[failed_first])
+    else:
+        at = fitted["failure"].to_numpy(float)
+        lower[failed_first] = values[failed_first]
+        values[failed_first] = np.maximum(at[failed_first], values[failed_first])
+        censored[failed_first] = False
+    return values, censored, lower
+
+
 def fit_conditions(
     tables: Tables, n_boot: int = 1000, seed: int = 0, interpolated: bool = False
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], FitResult]]:
-    """Fit every condition and clock; returns the exponents table and the fits (for plots)."""
+    """Fit every condition and clock; returns the exponents table and the fits (for plots).
+
+    Within a condition every clock uses the same bootstrap resamples of runs (so the replicates of two
+    targets are paired: :mod:`analysis.cross` tests a common exponent with them). Target clocks are
+    also fitted with the runs that failed first treated as never reaching the target (``*_never``) and
+    as reaching it at their failure (``*_at_failure``): the two extreme assumptions about the unseen
+    crossing of a failed run (Peterson 1976 bounds for dependent competing risks), whose intervals'
+    envelope is ``sensitivity_low/high``. The cause-specific fit (``exponent``) treats failure as
+    independent censoring.
+    """
     runs = tables.runs
     rows, fits = [], {}
-    key_columns = [c for c in runs.columns if c in tables.condition_keys or c.startswith("config.")]
-    for ci, (condition, group) in enumerate(runs.groupby("condition", sort=True)):
+    key_columns = [c for c in tables.varying_keys if c in runs.columns]
+    crossing = tables.options.crossing_mode if tables.options else "interval"
+    for condition, group in runs.groupby("condition", sort=True):
         fitted = group[group["in_fit"]]
         first = group.iloc[0]
-        for ki, clock in enumerate(clocks_of(tables)):
+        B = fitted["B"].to_numpy(float)
+        W = None
+        if n_boot > 0 and len(fitted):
+            uniq = np.unique(B)
+            W = stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition))
+        for clock in clocks_of(tables):
+            is_target = clock != "failure"
+            lower = fitted[f"{clock}:lower"] if is_target else None
             fit = fit_power_law(
-                fitted["B"], fitted[clock], fitted[f"{clock}:censored"], n_boot=n_boot, rng=[seed, ci, ki]
+                B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
             )
             left_out = len(group) - len(fitted)
             if left_out:
                 fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
             fits[(condition, clock)] = fit
-            limited = 0
-            if clock != "failure":
+            limited = by_failure = by_budget = 0
+            sens = {}
+            if is_target:
                 observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
                 limited = int(observed[f"{clock}:resolution_limited"].sum())
-                if limited:
+                if limited and crossing != "interval":
                     fit.warnings.append(f"{limited} resolution-limited point(s)")
+                cause = fitted[f"{clock}:censored_by"]
+                by_failure, by_budget = int((cause == "failure").sum()), int((cause == "budget").sum())
+                for kind in ("never", "at_failure"):
+                    if by_failure:
+                        v, c, lo = _sensitivity_data(fitted, clock, kind)
+                        other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W)
+                        fits[(condition, f"{clock}:{kind}")] = other
+                    else:
+                        other = fit
+                    sens[kind] = other
+            else:
+                by_budget = int(fitted["failure:censored"].sum())
+            lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
+            highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
             noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
             row = {"condition": condition}
             row.update({k: first[k] for k in key_columns})
@@ -99,18 +187,38 @@ def fit_conditions(
                 ci_high=fit.ci_high,
                 n_runs=fit.n_runs,
                 n_censored=fit.n_censored,
+                n_censored_failure=by_failure,
+                n_censored_budget=by_budget,
+                n_interval=fit.n_interval,
+                n_left=fit.n_left,
                 n_sizes=fit.n_sizes,
+                sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
                 prefactor=fit.prefactor,
                 sigma=fit.sigma,
                 wald_low=fit.wald_low,
                 wald_high=fit.wald_high,
                 ci_method=fit.ci_method,
+                inflation=fit.inflation,
                 n_seeds_min=fit.n_seeds_min,
                 n_resolution_limited=limited,
                 n_boot=fit.n_boot,
                 n_boot_failed=fit.n_boot_failed,
+                exponent_never=sens["never"].exponent if sens else math.nan,
+                ci_low_never=sens["never"].ci_low if sens else math.nan,
+                ci_high_never=sens["never"].ci_high if sens else math.nan,
+                exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
+                ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
+                ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
+                sensitivity_low=float(np.nanmin(lows))
+                if np.isfinite(lows).any() or np.isinf(lows).any()
+                else math.nan,
+                sensitivity_high=float(np.nanmax(highs))
+                if np.isfinite(highs).any() or np.isinf(highs).any()
+                else math.nan,
                 clock_unit=first["clock_unit"],
-                interpolated=interpolated and clock != "failure",
+                crossing=crossing if is_target else "exact",
+                failure_time=tables.options.failure_time if tables.options else "onset",
+                interpolated=(interpolated or crossing == "interpolate") and is_target,
                 theory_noise_dominated=noise,
                 theory_curvature_dominated=curvature,
                 theory=theory,
