@@ -11,10 +11,12 @@ exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json
 Model of one run with rollout size B (seed i):
 
 * time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)``, validation accuracy
-  ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses, so the
-  continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
-  with ``kappa(a) = -log(1 - (a - acc_start) / (acc_max - acc_start))`` and ``a0`` the first target:
-  every target has exponent ``alpha``, the first one prefactor ``c``;
+  ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses (or, with
+  ``curve="sigmoid"``, ScaleRL's ``acc_start + (acc_max - acc_start) / (1 + (s / r)**curve_b)``), so
+  the continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
+  with ``kappa(a) = -log(1 - f)`` (sigmoid: ``(f / (1 - f))**(1 / curve_b)``),
+  ``f = (a - acc_start) / (acc_max - acc_start)`` and ``a0`` the first target: every target has
+  exponent ``alpha``, the first one prefactor ``c``;
 * failure onset at ``d * B**gamma * exp(failure_sigma * eps')`` responses (``gamma=None``: never
   fails), with ``eps' = rho * eps + sqrt(1 - rho**2) * eps''``: ``rho`` is the correlation between the
   log time to target and the log time to failure (competing risks that are not independent);
@@ -69,6 +71,8 @@ class SyntheticSpec:
     acc_start: float = 0.05  # accuracy at step 0
     acc_max: float = 0.8  # accuracy plateau
     acc_noise: float = 0.0  # sd of additive noise on each evaluation (0: smooth curves)
+    curve: str = "exponential"  # accuracy curve: "exponential" saturation or ScaleRL's "sigmoid"
+    curve_b: float = 1.5  # the sigmoid's exponent b (curve="sigmoid")
     seed: int = 0  # random seed of the whole sweep
     overrides: tuple[tuple[str, Any], ...] = ()  # dotted config keys setting the condition
     sweep: str = "synthetic"  # run.sweep (the wandb group)
@@ -85,9 +89,12 @@ class SyntheticRun:
 
 
 def _kappa(a: float, spec: SyntheticSpec) -> float:
+    """Crossing time of target ``a`` in units of the run's time scale."""
     frac = (a - spec.acc_start) / (spec.acc_max - spec.acc_start)
     if not 0 < frac < 1:
         raise ValueError(f"target {a} outside (acc_start, acc_max)")
+    if spec.curve == "sigmoid":
+        return (frac / (1 - frac)) ** (1 / spec.curve_b)
     return -math.log1p(-frac)
 
 
@@ -185,7 +192,11 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         }
 
     def accuracy(r: float) -> float:
-        value = spec.acc_start + (spec.acc_max - spec.acc_start) * (1 - math.exp(-r / scale))
+        if spec.curve == "sigmoid":  # ScaleRL's R0 + (A - R0) / (1 + (C_mid / C)^b), C_mid = scale
+            shape = 1 / (1 + (scale / r) ** spec.curve_b) if r > 0 else 0.0
+        else:
+            shape = 1 - math.exp(-r / scale)
+        value = spec.acc_start + (spec.acc_max - spec.acc_start) * shape
         if spec.acc_noise:
             value += spec.acc_noise * rng.standard_normal()
         return float(min(max(value, 0.0), 1.0))
