@@ -275,8 +275,12 @@ def interval_mle(
             break
         scale = np.ones(active.size)
         new = th + step
-        pending = np.arange(active.size)
+        # in the quadratic region of a concave log-likelihood (small Newton decrement) the full step
+        # is taken without checking it: saves a likelihood evaluation per replicate and iteration
+        pending = np.flatnonzero(decrement[keep] >= 1e-3)
         for _ in range(40):
+            if pending.size == 0:
+                break
             cand = th[pending] + scale[pending, None] * step[pending]
             good = cand[:, p] > 0
             ll1 = np.full(pending.size, -np.inf)

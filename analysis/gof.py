@@ -9,7 +9,7 @@ as :mod:`analysis.fit`: exact, interval-, left- and right-censored times).
   replication (more runs than sizes) for the free model's scatter.
 * **Broken power law**: ``log R = log c + alpha_1 log B + (alpha_2 - alpha_1) max(0, log B - log B_k)``,
   continuous with a knee at ``B_k`` (a critical batch size: below it responses-to-target grow slowly
-  with B, above it faster), fitted by profile likelihood over a grid of knees between the second and
+  with B, above it faster), fitted by profile likelihood over a grid of 13 knees (log-spaced) between the second and
   the second-to-last size (each segment keeps two sizes), and compared with the line by AIC
   (``2 k - 2 ll``; the knee counts as a parameter: k = 5 against 3). ``delta_aic`` < -2 favours the
   knee, > 2 the line (Burnham & Anderson 2002, §2.6). Needs four sizes.
@@ -90,7 +90,7 @@ def goodness_of_fit(sizes, values, censored, lower=None) -> GoodnessOfFit:
         out.aic_line = 2 * 3 - 2 * ll_line
     if m >= 4 and np.isfinite(ll_line):
         best = (-np.inf, np.nan, np.nan, np.nan)
-        for knee in np.linspace(sizes_used[1], sizes_used[-2], 25):
+        for knee in np.linspace(sizes_used[1], sizes_used[-2], 13):
             X = np.column_stack([np.ones_like(x), x - xm, np.maximum(0.0, x - knee)])
             fit = interval_mle(X, lo, hi)
             if fit["ok"][0] and fit["loglik"][0] > best[0]:

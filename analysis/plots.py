@@ -424,19 +424,30 @@ def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=N
     return names
 
 
-def plot_cross(out, tables, exponents, fits, formats=("png", "pdf"), colours=None, dpi=DPI) -> list[str]:
-    """Figures across conditions (module docstring); nothing when there is a single condition."""
+def cross_tasks(tables, exponents) -> list[tuple[str, object]]:
+    """The cross-condition figures as independent tasks: ``("key", key)`` and ``("target", a)``."""
+    if tables.runs["condition"].nunique() < 2:
+        return []
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    keys = [("key", k) for k in varying if exponents[k].nunique(dropna=False) >= 2]
+    return keys + [("target", a) for a in tables.targets]
+
+
+def plot_cross(
+    out, tables, exponents, fits, formats=("png", "pdf"), colours=None, dpi=DPI, only=None
+) -> list[str]:
+    """Figures across conditions (module docstring); nothing when there is a single condition.
+    ``only``: a subset of :func:`cross_tasks` to draw (default: all)."""
     names: list[str] = []
     conditions = condition_order(tables.runs, tables.varying_keys)
     if len(conditions) < 2:
         return names
+    tasks = cross_tasks(tables, exponents) if only is None else only
     colours = colours or condition_colours(conditions)
     varying = [k for k in tables.varying_keys if k in exponents.columns]
     clocks = [target_label(a) for a in tables.targets] + ["failure"]
     with plt.rc_context(_STYLE):
-        for key in varying:
-            if exponents[key].nunique(dropna=False) < 2:
-                continue
+        for key in [arg for kind, arg in tasks if kind == "key"]:
             paper = key == "lr.ref_lr"
             fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
             for ax, which in zip(axes, ("target", "failure")):
@@ -511,7 +522,7 @@ def plot_cross(out, tables, exponents, fits, formats=("png", "pdf"), colours=Non
                 formats,
                 dpi,
             )
-        for a in tables.targets:
+        for a in [arg for kind, arg in tasks if kind == "target"]:
             clock = target_label(a)
             fig, ax = plt.subplots(figsize=(4.6, 3.2))
             for i, cond in enumerate(conditions):
