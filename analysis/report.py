@@ -27,6 +27,7 @@ import pandas as pd
 from analysis.clocks import Tables, target_label
 from analysis.fit import FitResult, difference_interval, fit_power_law, stratified_weights
 from analysis.gof import GoodnessOfFit, goodness_of_fit
+from analysis.joint import fit_joint
 from analysis.load import SkippedRun
 from analysis.symbols import SYMBOLS, symbol, value_text
 
@@ -61,6 +62,10 @@ STAT_COLUMNS = [
     "ci_high_at_failure",
     "sensitivity_low",
     "sensitivity_high",
+    "exponent_joint",
+    "ci_low_joint",
+    "ci_high_joint",
+    "rho_joint",
     "lof_stat",
     "lof_df",
     "lof_p",
@@ -133,7 +138,7 @@ def _sensitivity_data(fitted: pd.DataFrame, clock: str, kind: str):
 
 
 def fit_conditions(
-    tables: Tables, n_boot: int = 1000, seed: int = 0, interpolated: bool = False
+    tables: Tables, n_boot: int = 1000, seed: int = 0, interpolated: bool = False, joint_model: bool = True
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], FitResult]]:
     """Fit every condition and clock; returns the exponents table and the fits (for plots).
 
@@ -143,7 +148,9 @@ def fit_conditions(
     as reaching it at their failure (``*_at_failure``): the two extreme assumptions about the unseen
     crossing of a failed run (Peterson 1976 bounds for dependent competing risks), whose intervals'
     envelope is ``sensitivity_low/high``. The cause-specific fit (``exponent``) treats failure as
-    independent censoring.
+    independent censoring; with ``joint_model`` the bivariate log-normal model of both clocks
+    (:mod:`analysis.joint`) estimates α with the correlation ρ of the two times (``*_joint``), for
+    target clocks of conditions where some run failed first.
     """
     runs = tables.runs
     rows, fits = [], {}
@@ -191,6 +198,18 @@ def fit_conditions(
                 if np.isfinite(fit.exponent)
                 else GoodnessOfFit(note="exponent not identified")
             )
+            joint = {}
+            if is_target and by_failure and joint_model:
+                joint = fit_joint(
+                    B,
+                    fitted[clock],
+                    fitted[f"{clock}:censored"],
+                    fitted[f"{clock}:lower"],
+                    fitted["failure"],
+                    fitted["failure:censored"],
+                )
+                if joint.get("message"):
+                    fit.warnings.append(f"joint model: {joint['message']}")
             lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
             highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
             noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
@@ -225,12 +244,12 @@ def fit_conditions(
                 exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
                 ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
                 ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
-                sensitivity_low=float(np.nanmin(lows))
-                if np.isfinite(lows).any() or np.isinf(lows).any()
-                else math.nan,
-                sensitivity_high=float(np.nanmax(highs))
-                if np.isfinite(highs).any() or np.isinf(highs).any()
-                else math.nan,
+                sensitivity_low=_nan_extreme(lows, np.nanmin),
+                sensitivity_high=_nan_extreme(highs, np.nanmax),
+                exponent_joint=joint.get("alpha", math.nan),
+                ci_low_joint=joint.get("ci_low", math.nan),
+                ci_high_joint=joint.get("ci_high", math.nan),
+                rho_joint=joint.get("rho", math.nan),
                 lof_stat=gof.lof_stat,
                 lof_df=gof.lof_df,
                 lof_p=gof.lof_p,
