@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--sigmoid-bootstrap", type=int, default=200, help="bootstrap resamples of the sigmoid fits (0: none)"
     )
     p.add_argument("--no-sigmoid", action="store_true", help="skip the accuracy-vs-compute sigmoid fits")
+    p.add_argument(
+        "--no-joint", action="store_true", help="skip the joint (correlated) model of the two clocks"
+    )
     p.add_argument("--dpi", type=int, default=300, help="resolution of PNG figures")
     p.add_argument("--compare-all", action="store_true", help="compare every pair of conditions")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
@@ -151,7 +154,11 @@ def run(args: argparse.Namespace, api=None) -> int:
 
     messages = messages + source_messages(tables)
     exponents, fits = fit_conditions(
-        tables, n_boot=args.bootstrap, seed=args.seed, interpolated=args.interpolate
+        tables,
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        interpolated=args.interpolate,
+        joint_model=not args.no_joint,
     )
     noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
     exponents = agreement(exponents, noise)
