@@ -19,7 +19,8 @@ Per condition (``<condition>`` as in the tables):
 Across conditions: ``exponents_vs_<key>`` for every key that varies (exponent with its 95 % interval
 against the key, one colour per condition, the same colours in every figure), ``alpha_gamma_vs_eta_ref``
 (α per target and γ against η_ref, the paper-style figure) when ``lr.ref_lr`` varies, and
-``rt_vs_B_all_<target>`` (every condition's responses-to-target in one panel). Titles and axes name the
+``rt_vs_B_all_<target>`` (every condition's responses-to-target in one panel) and, with two or more
+targets, ``exponents_vs_target`` (α against the target level, even for a single condition). Titles and axes name the
 quantities in words and symbols (:mod:`analysis.symbols`); legends sit outside the axes.
 """
 
@@ -425,12 +426,14 @@ def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=N
 
 
 def cross_tasks(tables, exponents) -> list[tuple[str, object]]:
-    """The cross-condition figures as independent tasks: ``("key", key)`` and ``("target", a)``."""
+    """The cross-condition figures as independent tasks: ``("key", key)``, ``("target", a)`` and
+    ``("levels", None)`` (exponent against the target level, drawn even for a single condition)."""
+    levels = [("levels", None)] if len(tables.targets) >= 2 else []
     if tables.runs["condition"].nunique() < 2:
-        return []
+        return levels
     varying = [k for k in tables.varying_keys if k in exponents.columns]
     keys = [("key", k) for k in varying if exponents[k].nunique(dropna=False) >= 2]
-    return keys + [("target", a) for a in tables.targets]
+    return keys + [("target", a) for a in tables.targets] + levels
 
 
 def plot_cross(
@@ -440,9 +443,9 @@ def plot_cross(
     ``only``: a subset of :func:`cross_tasks` to draw (default: all)."""
     names: list[str] = []
     conditions = condition_order(tables.runs, tables.varying_keys)
-    if len(conditions) < 2:
-        return names
     tasks = cross_tasks(tables, exponents) if only is None else only
+    if not tasks:
+        return names
     colours = colours or condition_colours(conditions)
     varying = [k for k in tables.varying_keys if k in exponents.columns]
     clocks = [target_label(a) for a in tables.targets] + ["failure"]
@@ -522,6 +525,8 @@ def plot_cross(
                 formats,
                 dpi,
             )
+        if any(kind == "levels" for kind, _ in tasks):
+            names += _plot_levels(out, tables, exponents, conditions, colours, formats, dpi)
         for a in [arg for kind, arg in tasks if kind == "target"]:
             clock = target_label(a)
             fig, ax = plt.subplots(figsize=(4.6, 3.2))
@@ -547,6 +552,44 @@ def plot_cross(
             )
             names += _save(fig, out, f"rt_vs_B_all_{condition_slug(f'{a:g}')}", formats, dpi)
     return names
+
+
+def _plot_levels(out, tables, exponents, conditions, colours, formats, dpi) -> list[str]:
+    """α against the target level a, one colour per condition, 95 % intervals."""
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    n = len(conditions)
+    for i, cond in enumerate(conditions):
+        rows = exponents[(exponents["condition"] == cond) & (exponents["clock"] != "failure")]
+        a = np.array([float(c.split(":", 1)[1]) for c in rows["clock"]])
+        y = rows["exponent"].to_numpy(float)
+        lo, hi = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+        x = a + 0.004 * (i - 0.5 * (n - 1))
+        fin = np.isfinite(y)
+        lo = np.where(np.isfinite(lo), lo, y - 10)
+        hi = np.where(np.isfinite(hi), hi, y + 10)
+        label = describe(varying, _first(tables.runs, cond), True) if varying else "all runs"
+        ax.errorbar(
+            x[fin],
+            y[fin],
+            yerr=[y[fin] - lo[fin], hi[fin] - y[fin]],
+            fmt="o-",
+            color=colours[cond],
+            ms=4,
+            capsize=2,
+            lw=0.8,
+            label=label,
+        )
+    ax.set_ylim(*_exp_limits(exponents, "target"))
+    ax.axhline(0, color="black", lw=0.5)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(tables.targets)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.set_xlabel("target accuracy a")
+    ax.set_ylabel("exponent α of responses to target")
+    ax.set_title("Exponent against the target level")
+    ax.grid(True, alpha=0.25)
+    _legend_outside(ax)
+    return _save(fig, out, "exponents_vs_target", formats, dpi)
 
 
 def _first(runs: pd.DataFrame, condition: str) -> dict:

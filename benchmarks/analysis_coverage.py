@@ -108,7 +108,7 @@ def run_scenario(spec: SyntheticSpec, draws: int, n_boot: int, seed0: int = 1000
                 "bias": float(est[fin].mean() - truth[clock]) if fin.any() else np.nan,
                 "mc_se": float(est[fin].std() / np.sqrt(fin.sum())) if fin.sum() > 1 else np.nan,
                 "coverage": float(np.mean(a["cover"])),
-                "width": float(np.median(a["width"])) if a["width"] else np.nan,
+                "width": float(np.nanmedian(a["width"])) if np.isfinite(a["width"]).any() else np.nan,
                 "identified": float(fin.mean()),
             }
     return summary

@@ -64,7 +64,7 @@ def test_writes_every_output(study):
         ):
             for fmt in ("png", "pdf"):
                 assert f"{stem}_{condition}.{fmt}" in names
-    for stem in ("alpha_gamma_vs_eta_ref", "rt_vs_B_all_0.3", "rt_vs_B_all_0.5"):
+    for stem in ("alpha_gamma_vs_eta_ref", "rt_vs_B_all_0.3", "rt_vs_B_all_0.5", "exponents_vs_target"):
         assert f"{stem}.png" in names and f"{stem}.pdf" in names
     from PIL import Image
 
