@@ -23,8 +23,8 @@ show the bivariate normal is identified from (min, cause)). It is offered as a m
 correction, not a replacement: if the joint log-normal form is wrong, so is its ρ. Estimation:
 ``scipy.optimize.minimize`` (L-BFGS-B) on ``(a_T, α, log σ_T, a_F, γ, log σ_F, atanh ρ)`` from the
 two separate fits and ρ = 0; the interval of α is Wald, from the observed information by central
-finite differences (a bootstrap of this fit costs ~50 ms per resample, too slow for every run of the
-CLI). Columns ``exponent_joint``, ``ci_low_joint``, ``ci_high_joint``, ``rho_joint`` in exponents.csv.
+finite differences, with a Student-t quantile on N - 7 degrees of freedom (a bootstrap of this fit
+costs ~50 ms per resample, too slow for every run of the CLI). Columns ``exponent_joint``, ``ci_low_joint``, ``ci_high_joint``, ``rho_joint`` in exponents.csv.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import math
 import warnings
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, stats
 from scipy.special import log_ndtr, ndtr, owens_t
 
 from analysis.fit import log_bounds, log_ndtr_diff
