@@ -178,7 +178,10 @@ def fit_joint(sizes, t_values, t_censored, t_lower, f_values, f_censored, start=
         alpha=float(p[1]), gamma=float(p[4]), rho=float(math.tanh(p[6])), se=se, ok=bool(np.isfinite(se))
     )
     if np.isfinite(se):
-        out["ci_low"], out["ci_high"] = p[1] - 1.959963984540054 * se, p[1] + 1.959963984540054 * se
+        # Student-t quantile on N - 7 degrees of freedom: the Wald pivot of a 7-parameter fit to a
+        # few dozen runs is heavier-tailed than normal (coverage 88.7 % with z at rho = +0.7, 20 runs)
+        q = float(stats.t.ppf(0.975, max(x.size - 7, 1)))
+        out["ci_low"], out["ci_high"] = p[1] - q * se, p[1] + q * se
     else:
         out["message"] = "observed information not positive definite"
     return out
