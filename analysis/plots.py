@@ -112,6 +112,14 @@ def _human(value: float, _pos=None) -> str:
     return f"{value:g}"
 
 
+def _short(value: float) -> str:
+    """Three significant digits with a k/M/G suffix, for legends."""
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= div:
+            return f"{value / div:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
 def _sci(value: float, _pos=None) -> str:
     """``3e-06`` as mathtext ``3×10⁻⁶``; plain numbers between 0.01 and 1000 as they are."""
     if value == 0 or 0.01 <= abs(value) < 1000:
@@ -306,7 +314,7 @@ def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=N
                     r = row.iloc[0]
                     grid = np.geomspace(max(pts.index.min(), 1e-9), pts.index.max() * 1.5, 100)
                     ax.plot(grid, sigmoid(grid, r["R0"], r["A"], r["b"], r["C_mid"]), color=bcol[b], lw=1.2)
-                    text += f": A = {r['A']:.2f}, b = {r['b']:.2f}, C_mid = {_human(r['C_mid'])}"
+                    text += f": A = {r['A']:.2f}, b = {r['b']:.2f}, C_mid = {_short(r['C_mid'])}"
                 ax.plot([], [], color=bcol[b], label=text)
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(FuncFormatter(_human))
