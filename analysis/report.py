@@ -170,6 +170,13 @@ def fit_conditions(
             fit = fit_power_law(
                 B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
             )
+            if is_target:
+                at_zero = int((~fitted[f"{clock}:censored"] & (fitted[clock] <= 0)).sum())
+                if at_zero:
+                    fit.warnings.insert(
+                        0,
+                        f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
+                    )
             left_out = len(group) - len(fitted)
             if left_out:
                 fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
