@@ -96,10 +96,13 @@ def _size_colours(sizes) -> dict[float, tuple]:
 
 
 def _save(fig, out: Path, stem: str, formats: tuple[str, ...], dpi: int = DPI) -> list[str]:
+    """Save in every format with one tight bounding box (legends sit outside the axes), computed once
+    instead of once per format."""
     names = []
+    bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
     for fmt in formats:
         name = f"{stem}.{fmt}"
-        fig.savefig(out / name, dpi=dpi, bbox_inches="tight")
+        fig.savefig(out / name, dpi=dpi, bbox_inches=bbox)
         names.append(name)
     plt.close(fig)
     return names
@@ -167,13 +170,22 @@ def _unit_words(unit: str) -> str:
     }.get(unit, unit)
 
 
+def _jitter(B: np.ndarray, width: float = 0.22) -> np.ndarray:
+    """Multiplicative x offsets spreading the runs of one size over +-width/2 in log B (a fixed band,
+    however many seeds there are)."""
+    s = pd.Series(B)
+    rank = s.groupby(B).cumcount().to_numpy(float)
+    n = s.groupby(B).transform("size").to_numpy(float)
+    return np.exp(width * (np.where(n > 1, rank / np.maximum(n - 1, 1), 0.5) - 0.5))
+
+
 def _scaling_panel(ax, runs, clock, fit, colour, label, marker="o", line="-", prediction=None) -> None:
     B = runs["B"].to_numpy(float)
     R = runs[clock].to_numpy(float)
     cens = runs[f"{clock}:censored"].to_numpy(bool)
     lower = runs[f"{clock}:lower"].to_numpy(float) if f"{clock}:lower" in runs else np.full(B.shape, np.nan)
     good = np.isfinite(R) & (R > 0)
-    jitter = np.exp(0.04 * (pd.Series(B).groupby(B).cumcount().to_numpy() - 1))
+    jitter = _jitter(B)
     obs, cen = good & ~cens, good & cens
     xo = (B * jitter)[obs]
     ax.scatter(xo, R[obs], s=14, color=colour, marker=marker, zorder=3, linewidths=0)

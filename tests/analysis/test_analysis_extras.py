@@ -193,3 +193,12 @@ def test_one_condition_and_one_size_messages():
     )
     key_cols = list(exps2.columns[1 : exps2.columns.get_loc("clock")])
     assert key_cols == ["optim.steps_per_rollout"]
+
+
+def test_plot_jitter_stays_in_a_fixed_band():
+    from analysis.plots import _jitter
+
+    B = np.repeat([32.0, 64.0], [100, 1])
+    j = _jitter(B)
+    assert np.all(np.abs(np.log(j)) <= 0.11 + 1e-12) and j[-1] == 1.0
+    assert np.all(B * j < 45) or np.all((B * j)[:100] < 45)  # 100 seeds at 32 never reach the next size
