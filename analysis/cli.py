@@ -37,7 +37,7 @@ from analysis.report import (
     source_messages,
     write_report,
 )
-from analysis.sigmoid import sigmoid_table
+from analysis.sigmoid import sigmoid_tables
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,13 +159,18 @@ def run(args: argparse.Namespace, api=None) -> int:
         seed=args.seed,
         interpolated=args.interpolate,
         joint_model=not args.no_joint,
+        jobs=args.jobs,
     )
     noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
     exponents = agreement(exponents, noise)
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
-    sig = None if args.no_sigmoid else sigmoid_table(tables, n_boot=args.sigmoid_bootstrap, seed=args.seed)
+    sig = (
+        None
+        if args.no_sigmoid
+        else sigmoid_tables(tables, n_boot=args.sigmoid_bootstrap, seed=args.seed, jobs=args.jobs)
+    )
     tables.runs.to_csv(out / "runs.csv", index=False)
     tables.runs.to_parquet(out / "runs.parquet", index=False)
     tables.evals.to_csv(out / "evals.csv", index=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis._parallel import fork_map
 from analysis.clocks import Tables, target_label
 from analysis.fit import FitResult, difference_interval, fit_power_law, stratified_weights
 from analysis.gof import GoodnessOfFit, goodness_of_fit
@@ -138,7 +139,12 @@ def _sensitivity_data(fitted: pd.DataFrame, clock: str, kind: str):
 
 
 def fit_conditions(
-    tables: Tables, n_boot: int = 1000, seed: int = 0, interpolated: bool = False, joint_model: bool = True
+    tables: Tables,
+    n_boot: int = 1000,
+    seed: int = 0,
+    interpolated: bool = False,
+    joint_model: bool = True,
+    jobs: int = 1,
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], FitResult]]:
     """Fit every condition and clock; returns the exponents table and the fits (for plots).
 
@@ -150,133 +156,155 @@ def fit_conditions(
     envelope is ``sensitivity_low/high``. The cause-specific fit (``exponent``) treats failure as
     independent censoring; with ``joint_model`` the bivariate log-normal model of both clocks
     (:mod:`analysis.joint`) estimates α with the correlation ρ of the two times (``*_joint``), for
-    target clocks of conditions where some run failed first.
+    target clocks of conditions where some run failed first. Conditions are fitted in ``jobs`` forked
+    processes (the results do not depend on it: each condition has its own bootstrap stream).
     """
+    global _FIT_STATE
     runs = tables.runs
-    rows, fits = [], {}
     key_columns = [c for c in tables.varying_keys if c in runs.columns]
-    crossing = tables.options.crossing_mode if tables.options else "interval"
-    for condition, group in runs.groupby("condition", sort=True):
-        fitted = group[group["in_fit"]]
-        first = group.iloc[0]
-        B = fitted["B"].to_numpy(float)
-        W = None
-        if n_boot > 0 and len(fitted):
-            uniq = np.unique(B)
-            W = stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition))
-        for clock in clocks_of(tables):
-            is_target = clock != "failure"
-            lower = fitted[f"{clock}:lower"] if is_target else None
-            fit = fit_power_law(
-                B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
-            )
-            if is_target:
-                at_zero = int((~fitted[f"{clock}:censored"] & (fitted[clock] <= 0)).sum())
-                if at_zero:
-                    fit.warnings.insert(
-                        0,
-                        f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
-                    )
-            left_out = len(group) - len(fitted)
-            if left_out:
-                fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
-            fits[(condition, clock)] = fit
-            limited = by_failure = by_budget = 0
-            sens = {}
-            if is_target:
-                observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
-                limited = int(observed[f"{clock}:resolution_limited"].sum())
-                if limited and crossing != "interval":
-                    fit.warnings.append(f"{limited} resolution-limited point(s)")
-                cause = fitted[f"{clock}:censored_by"]
-                by_failure, by_budget = int((cause == "failure").sum()), int((cause == "budget").sum())
-                for kind in ("never", "at_failure"):
-                    if by_failure:
-                        v, c, lo = _sensitivity_data(fitted, clock, kind)
-                        other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W)
-                        fits[(condition, f"{clock}:{kind}")] = other
-                    else:
-                        other = fit
-                    sens[kind] = other
-            else:
-                by_budget = int(fitted["failure:censored"].sum())
-            gof = (
-                goodness_of_fit(B, fitted[clock], fitted[f"{clock}:censored"], lower if is_target else None)
-                if np.isfinite(fit.exponent)
-                else GoodnessOfFit(note="exponent not identified")
-            )
-            joint = {}
-            if is_target and by_failure and joint_model:
-                joint = fit_joint(
-                    B,
-                    fitted[clock],
-                    fitted[f"{clock}:censored"],
-                    fitted[f"{clock}:lower"],
-                    fitted["failure"],
-                    fitted["failure:censored"],
-                )
-                if joint.get("message"):
-                    fit.warnings.append(f"joint model: {joint['message']}")
-            lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
-            highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
-            noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
-            row = {"condition": condition}
-            row.update({k: first[k] for k in key_columns})
-            row.update(
-                clock=clock,
-                exponent=fit.exponent,
-                ci_low=fit.ci_low,
-                ci_high=fit.ci_high,
-                n_runs=fit.n_runs,
-                n_censored=fit.n_censored,
-                n_censored_failure=by_failure,
-                n_censored_budget=by_budget,
-                n_interval=fit.n_interval,
-                n_left=fit.n_left,
-                n_sizes=fit.n_sizes,
-                sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
-                prefactor=fit.prefactor,
-                sigma=fit.sigma,
-                wald_low=fit.wald_low,
-                wald_high=fit.wald_high,
-                ci_method=fit.ci_method,
-                inflation=fit.inflation,
-                n_seeds_min=fit.n_seeds_min,
-                n_resolution_limited=limited,
-                n_boot=fit.n_boot,
-                n_boot_failed=fit.n_boot_failed,
-                exponent_never=sens["never"].exponent if sens else math.nan,
-                ci_low_never=sens["never"].ci_low if sens else math.nan,
-                ci_high_never=sens["never"].ci_high if sens else math.nan,
-                exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
-                ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
-                ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
-                sensitivity_low=_nan_extreme(lows, np.nanmin),
-                sensitivity_high=_nan_extreme(highs, np.nanmax),
-                exponent_joint=joint.get("alpha", math.nan),
-                ci_low_joint=joint.get("ci_low", math.nan),
-                ci_high_joint=joint.get("ci_high", math.nan),
-                rho_joint=joint.get("rho", math.nan),
-                lof_stat=gof.lof_stat,
-                lof_df=gof.lof_df,
-                lof_p=gof.lof_p,
-                aic_line=gof.aic_line,
-                aic_broken=gof.aic_broken,
-                delta_aic=gof.delta_aic,
-                knee=gof.knee,
-                slope_below=gof.slope_below,
-                slope_above=gof.slope_above,
-                clock_unit=first["clock_unit"],
-                crossing=crossing if is_target else "exact",
-                failure_time=tables.options.failure_time if tables.options else "onset",
-                interpolated=(interpolated or crossing == "interpolate") and is_target,
-                theory_noise_dominated=noise,
-                theory_curvature_dominated=curvature,
-                theory=theory,
-                warnings="; ".join(fit.warnings),
-            )
-            rows.append(row)
+    conditions = sorted(runs["condition"].unique())
+    _FIT_STATE = (tables, n_boot, seed, interpolated, joint_model, key_columns)
+    try:
+        parts = fork_map(_fit_condition, conditions, jobs if len(conditions) > 1 else 1)
+    finally:
+        _FIT_STATE = ()
+    rows, fits = [], {}
+    for part_rows, part_fits in parts:
+        rows += part_rows
+        fits.update(part_fits)
     return pd.DataFrame(rows, columns=["condition", *key_columns, *STAT_COLUMNS]), fits
+
+
+_FIT_STATE: tuple = ()  # (tables, n_boot, seed, interpolated, joint_model, key_columns) for forked workers
+
+
+def _fit_condition(condition: str) -> tuple[list[dict], dict]:
+    """Every clock of one condition (the body of :func:`fit_conditions`)."""
+    tables, n_boot, seed, interpolated, joint_model, key_columns = _FIT_STATE
+    runs = tables.runs
+    group = runs[runs["condition"] == condition]
+    crossing = tables.options.crossing_mode if tables.options else "interval"
+    rows, fits = [], {}
+    fitted = group[group["in_fit"]]
+    first = group.iloc[0]
+    B = fitted["B"].to_numpy(float)
+    W = None
+    if n_boot > 0 and len(fitted):
+        uniq = np.unique(B)
+        W = stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition))
+    for clock in clocks_of(tables):
+        is_target = clock != "failure"
+        lower = fitted[f"{clock}:lower"] if is_target else None
+        fit = fit_power_law(
+            B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
+        )
+        if is_target:
+            at_zero = int((~fitted[f"{clock}:censored"] & (fitted[clock] <= 0)).sum())
+            if at_zero:
+                fit.warnings.insert(
+                    0,
+                    f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
+                )
+        left_out = len(group) - len(fitted)
+        if left_out:
+            fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
+        fits[(condition, clock)] = fit
+        limited = by_failure = by_budget = 0
+        sens = {}
+        if is_target:
+            observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
+            limited = int(observed[f"{clock}:resolution_limited"].sum())
+            if limited and crossing != "interval":
+                fit.warnings.append(f"{limited} resolution-limited point(s)")
+            cause = fitted[f"{clock}:censored_by"]
+            by_failure, by_budget = int((cause == "failure").sum()), int((cause == "budget").sum())
+            for kind in ("never", "at_failure"):
+                if by_failure:
+                    v, c, lo = _sensitivity_data(fitted, clock, kind)
+                    other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W)
+                    fits[(condition, f"{clock}:{kind}")] = other
+                else:
+                    other = fit
+                sens[kind] = other
+        else:
+            by_budget = int(fitted["failure:censored"].sum())
+        gof = (
+            goodness_of_fit(B, fitted[clock], fitted[f"{clock}:censored"], lower if is_target else None)
+            if np.isfinite(fit.exponent)
+            else GoodnessOfFit(note="exponent not identified")
+        )
+        joint = {}
+        if is_target and by_failure and joint_model:
+            joint = fit_joint(
+                B,
+                fitted[clock],
+                fitted[f"{clock}:censored"],
+                fitted[f"{clock}:lower"],
+                fitted["failure"],
+                fitted["failure:censored"],
+            )
+            if joint.get("message"):
+                fit.warnings.append(f"joint model: {joint['message']}")
+        lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
+        highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
+        noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
+        row = {"condition": condition}
+        row.update({k: first[k] for k in key_columns})
+        row.update(
+            clock=clock,
+            exponent=fit.exponent,
+            ci_low=fit.ci_low,
+            ci_high=fit.ci_high,
+            n_runs=fit.n_runs,
+            n_censored=fit.n_censored,
+            n_censored_failure=by_failure,
+            n_censored_budget=by_budget,
+            n_interval=fit.n_interval,
+            n_left=fit.n_left,
+            n_sizes=fit.n_sizes,
+            sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
+            prefactor=fit.prefactor,
+            sigma=fit.sigma,
+            wald_low=fit.wald_low,
+            wald_high=fit.wald_high,
+            ci_method=fit.ci_method,
+            inflation=fit.inflation,
+            n_seeds_min=fit.n_seeds_min,
+            n_resolution_limited=limited,
+            n_boot=fit.n_boot,
+            n_boot_failed=fit.n_boot_failed,
+            exponent_never=sens["never"].exponent if sens else math.nan,
+            ci_low_never=sens["never"].ci_low if sens else math.nan,
+            ci_high_never=sens["never"].ci_high if sens else math.nan,
+            exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
+            ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
+            ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
+            sensitivity_low=_nan_extreme(lows, np.nanmin),
+            sensitivity_high=_nan_extreme(highs, np.nanmax),
+            exponent_joint=joint.get("alpha", math.nan),
+            ci_low_joint=joint.get("ci_low", math.nan),
+            ci_high_joint=joint.get("ci_high", math.nan),
+            rho_joint=joint.get("rho", math.nan),
+            lof_stat=gof.lof_stat,
+            lof_df=gof.lof_df,
+            lof_p=gof.lof_p,
+            aic_line=gof.aic_line,
+            aic_broken=gof.aic_broken,
+            delta_aic=gof.delta_aic,
+            knee=gof.knee,
+            slope_below=gof.slope_below,
+            slope_above=gof.slope_above,
+            clock_unit=first["clock_unit"],
+            crossing=crossing if is_target else "exact",
+            failure_time=tables.options.failure_time if tables.options else "onset",
+            interpolated=(interpolated or crossing == "interpolate") and is_target,
+            theory_noise_dominated=noise,
+            theory_curvature_dominated=curvature,
+            theory=theory,
+            warnings="; ".join(fit.warnings),
+        )
+        rows.append(row)
+    return rows, fits
 
 
 def _nan_extreme(values: list[float], func) -> float:

@@ -27,11 +27,13 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from analysis._parallel import fork_map
 from analysis.clocks import Tables
 
 SIGMOID_COLUMNS = [
@@ -206,6 +208,32 @@ def _curves(
     R0 = float(np.nanmean(starts)) if starts else math.nan
     values = np.unique(np.concatenate([c for c, _ in per_run.values()])) if per_run else np.empty(0)
     return values, per_run, R0
+
+
+_STATE: tuple = ()  # (tables, n_boot, seed, per_run) for forked workers
+
+
+def _one_condition(condition: str) -> pd.DataFrame:
+    tables, n_boot, seed, per_run = _STATE
+    runs = tables.runs[tables.runs["condition"] == condition]
+    evals = tables.evals[tables.evals["condition"] == condition] if len(tables.evals) else tables.evals
+    return sigmoid_table(replace(tables, runs=runs, evals=evals), n_boot, seed, per_run)
+
+
+def sigmoid_tables(
+    tables: Tables, n_boot: int = 200, seed: int = 0, per_run: bool = True, jobs: int = 1
+) -> pd.DataFrame:
+    """:func:`sigmoid_table` with the conditions spread over ``jobs`` forked processes (same result)."""
+    global _STATE
+    conditions = sorted(tables.runs["condition"].unique())
+    if jobs <= 1 or len(conditions) < 2:
+        return sigmoid_table(tables, n_boot, seed, per_run)
+    _STATE = (tables, n_boot, seed, per_run)
+    try:
+        parts = fork_map(_one_condition, conditions, jobs)
+    finally:
+        _STATE = ()
+    return pd.concat(parts, ignore_index=True)
 
 
 def sigmoid_table(tables: Tables, n_boot: int = 200, seed: int = 0, per_run: bool = True) -> pd.DataFrame:

@@ -202,3 +202,19 @@ def test_plot_jitter_stays_in_a_fixed_band():
     j = _jitter(B)
     assert np.all(np.abs(np.log(j)) <= 0.11 + 1e-12) and j[-1] == 1.0
     assert np.all(B * j < 45) or np.all((B * j)[:100] < 45)  # 100 seeds at 32 never reach the next size
+
+
+def test_worker_processes_give_the_same_results():
+    from analysis.sigmoid import sigmoid_tables
+
+    specs = [
+        SyntheticSpec(sizes=(32, 64, 128), seeds=3, alpha=a, seed=s, overrides=(("lr.ref_lr", lr),))
+        for a, s, lr in [(0.2, 1, 1e-6), (0.4, 2, 1e-5)]
+    ]
+    tables = build_tables(_records(*specs))
+    one = fit_conditions(tables, n_boot=200, jobs=1)[0]
+    two = fit_conditions(tables, n_boot=200, jobs=2)[0]
+    pd.testing.assert_frame_equal(one, two)
+    pd.testing.assert_frame_equal(
+        sigmoid_tables(tables, n_boot=50, jobs=1), sigmoid_tables(tables, n_boot=50, jobs=2)
+    )
