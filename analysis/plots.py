@@ -627,28 +627,31 @@ def _exp_limits(exponents: pd.DataFrame, which: str) -> tuple[float, float]:
     return max(lo - pad, -3.0), min(hi + pad, 3.0)
 
 
-_STATE: tuple = ()  # (out, tables, fits, formats, extra, dpi) for forked workers
+_STATE: tuple = ()  # (out, tables, fits, formats, extra, dpi, exponents) for forked workers
 
 
-def _plot_one(condition: str) -> list[str]:
-    out, tables, fits, formats, extra, dpi = _STATE
-    return plot_condition(out, condition, tables, fits, formats, extra, dpi)
+def _plot_one(task: tuple[str, object]) -> list[str]:
+    out, tables, fits, formats, extra, dpi, exponents = _STATE
+    kind, arg = task
+    if kind == "condition":
+        return plot_condition(out, arg, tables, fits, formats, extra, dpi)
+    return plot_cross(out, tables, exponents, fits, formats, extra["colours"], dpi, only=[task])
 
 
 def plot_all(
     out, tables, fits, formats=("png", "pdf"), jobs=1, exponents=None, extra=None, dpi=DPI
 ) -> list[str]:
-    """Every condition's figures (conditions spread over ``jobs`` forked processes), then the
-    cross-condition figures."""
+    """Every condition's figures and the cross-condition ones, as independent tasks spread over
+    ``jobs`` forked processes (the heaviest, the per-condition sets, first)."""
     global _STATE
     extra = dict(extra or {})
     extra.setdefault("colours", condition_colours(condition_order(tables.runs, tables.varying_keys)))
-    _STATE = (out, tables, fits, formats, extra, dpi)
+    tasks: list[tuple[str, object]] = [("condition", c) for c in sorted(tables.runs["condition"].unique())]
+    if exponents is not None:
+        tasks += cross_tasks(tables, exponents)
+    _STATE = (out, tables, fits, formats, extra, dpi, exponents)
     try:
-        per_condition = fork_map(_plot_one, sorted(tables.runs["condition"].unique()), jobs)
+        per_task = fork_map(_plot_one, tasks, jobs)
     finally:
         _STATE = ()
-    names = [name for names in per_condition for name in names]
-    if exponents is not None:
-        names += plot_cross(out, tables, exponents, fits, formats, extra["colours"], dpi)
-    return names
+    return [name for names in per_task for name in names]
