@@ -177,6 +177,11 @@ def fit_joint(sizes, t_values, t_censored, t_lower, f_values, f_censored, start=
     out.update(
         alpha=float(p[1]), gamma=float(p[4]), rho=float(math.tanh(p[6])), se=se, ok=bool(np.isfinite(se))
     )
+    n_reached_sizes = np.unique(x[np.isfinite(thi)]).size
+    if n_reached_sizes < 3:
+        out["message"] = (
+            f"targets reached at only {n_reached_sizes} sizes: the interval leans on the bivariate form"
+        )
     if np.isfinite(se):
         # Student-t quantile on N - 7 degrees of freedom: the Wald pivot of a 7-parameter fit to a
         # few dozen runs is heavier-tailed than normal (coverage 88.7 % with z at rho = +0.7, 20 runs)
