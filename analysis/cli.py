@@ -28,15 +28,9 @@ from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
 from analysis.load import load_source
+from analysis.markdown import exponent_table, plain_table, source_messages, write_report
 from analysis.noise_scale import agreement, noise_table
-from analysis.report import (
-    compare_conditions,
-    exponent_table,
-    fit_conditions,
-    plain_table,
-    source_messages,
-    write_report,
-)
+from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
 
 

@@ -56,9 +56,10 @@ def critical_path(sweep: Path, out: Path, n_boot: int, jobs: int) -> str:
     from analysis.competing import incidence_tables
     from analysis.cross import common_exponent_table
     from analysis.load import load_source
+    from analysis.markdown import write_report
     from analysis.noise_scale import agreement, noise_table
     from analysis.plots import plot_all
-    from analysis.report import compare_conditions, fit_conditions, write_report
+    from analysis.report import compare_conditions, fit_conditions
     from analysis.sigmoid import sigmoid_tables
 
     marks.append(("imports", _cpu()))

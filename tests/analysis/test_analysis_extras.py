@@ -13,8 +13,9 @@ from analysis.cross import common_exponent, common_exponent_table
 from analysis.fit import fit_power_law
 from analysis.gof import goodness_of_fit, residuals
 from analysis.load import RunRecord
+from analysis.markdown import source_messages
 from analysis.noise_scale import agreement, implied_exponent, noise_table
-from analysis.report import fit_conditions, source_messages
+from analysis.report import fit_conditions
 from analysis.sigmoid import _bounds, fit_batched, fit_point, sigmoid, sigmoid_table
 from analysis.synthetic import SyntheticSpec, simulate
 
