@@ -13,6 +13,10 @@ exponent stand the **theory** reference values of the square-root learning-rate 
 * ``theory`` for the failure clock: if failure tracks the accumulated ``sum eta^2`` over updates, then
   with ``K/B`` updates per response and ``eta ∝ B**p`` the sum after R responses is ``∝ R * B**(2p-1)``,
   so ``R_F ∝ B**(1-2p)``: gamma = 0 under the square-root rule (given for any power rule ``p``).
+
+The references are exponents on the ``responses`` clock; on other clocks they are left empty (on
+``optimizer_steps``, for instance, every exponent is the responses one minus 1, since steps = responses
+× K / B).
 """
 
 from __future__ import annotations
@@ -246,6 +250,8 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
         lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
         highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
         noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
+        if first["clock_unit"] != "responses":  # the references are exponents on the responses clock
+            noise = curvature = theory = math.nan
         row = {"condition": condition}
         row.update({k: first[k] for k in key_columns})
         row.update(

@@ -219,3 +219,20 @@ def test_worker_processes_give_the_same_results():
     pd.testing.assert_frame_equal(
         sigmoid_tables(tables, n_boot=50, jobs=1), sigmoid_tables(tables, n_boot=50, jobs=2)
     )
+
+
+def test_optimizer_steps_clock_is_the_responses_clock_shifted_by_one():
+    """steps = responses * K / B in every row, so log steps = log responses + log K - log B: the MLE of
+    every exponent moves by exactly -1 and the scatter does not change (the fit is equivariant)."""
+    from analysis.clocks import ClockOptions
+
+    spec = SyntheticSpec(sizes=(32, 64, 128, 256), seeds=3, seed=8, detection_delay=1, train_rows="all")
+    records = _records(spec)  # a row at every rollout, so the onset row exists on every clock
+    resp = fit_conditions(build_tables(records), n_boot=0)[0].set_index("clock")
+    steps = fit_conditions(build_tables(records, ClockOptions(clock="optimizer_steps")), n_boot=0)[
+        0
+    ].set_index("clock")
+    for clock in resp.index:
+        assert steps.loc[clock, "exponent"] == pytest.approx(resp.loc[clock, "exponent"] - 1, abs=1e-6)
+        assert steps.loc[clock, "sigma"] == pytest.approx(resp.loc[clock, "sigma"], rel=1e-5)
+    assert steps["theory"].isna().all() and resp.loc["failure", "theory"] == 0.0
