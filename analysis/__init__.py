@@ -3,8 +3,12 @@
 Pipeline (pure functions over tables, DESIGN.md §3 and §6)::
 
     load (run directories | wandb offline | wandb API) -> RunRecord list + skipped list
-    clocks.build_tables                                 -> runs table, evals table
-    fit.fit_conditions                                  -> exponents (censored MLE + bootstrap)
+    clocks.build_tables                                 -> runs table, evals table (interval bounds,
+                                                           failure onset, censoring causes, noise)
+    report.fit_conditions (fit, gof, joint)             -> exponents (interval-censored MLE + bootstrap,
+                                                           sensitivity bounds, joint model, lack of fit)
+    competing / cross / noise_scale / sigmoid           -> incidences, common α, noise-scale prediction,
+                                                           accuracy-vs-compute fits
     report / plots                                      -> CSV, Markdown, PNG/PDF
 
 The package never imports the trainer; the run-directory contract of DESIGN.md §6 is the interface.
@@ -12,7 +16,7 @@ Entry point: ``rlvr-analyze SOURCE --out DIR`` (:mod:`analysis.cli`).
 """
 
 from analysis.clocks import build_tables
-from analysis.fit import FitResult, fit_power_law, kaplan_meier
+from analysis.fit import FitResult, aalen_johansen, fit_power_law, kaplan_meier
 from analysis.load import LoadResult, RunRecord, SkippedRun, load_source
 
 __all__ = [
@@ -20,6 +24,7 @@ __all__ = [
     "LoadResult",
     "RunRecord",
     "SkippedRun",
+    "aalen_johansen",
     "build_tables",
     "fit_power_law",
     "kaplan_meier",

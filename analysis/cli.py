@@ -7,8 +7,10 @@ Examples::
     rlvr-analyze runs/two_clock --clock tokens --targets 0.4 0.5 --ignore-keys train.max_responses
 
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
-evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``, ``skipped.csv``,
-``report.md`` and the PNG/PDF plots. Exit code 0 even when runs were skipped (they are listed in
+evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
+``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
+``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md`` and the PNG/PDF figures
+(``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
 ``skipped.csv`` and the report); 2 when the source holds no readable run.
 """
 
@@ -23,8 +25,13 @@ import pandas as pd
 
 from analysis._parallel import default_jobs
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
+from analysis.competing import incidence_tables
+from analysis.cross import common_exponent_table
 from analysis.load import load_source
-from analysis.report import compare_conditions, exponent_table, fit_conditions, plain_table, write_report
+from analysis.markdown import exponent_table, plain_table, source_messages, write_report
+from analysis.noise_scale import agreement, noise_table
+from analysis.report import compare_conditions, fit_conditions
+from analysis.sigmoid import sigmoid_tables
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--clock", choices=CLOCK_CHOICES, default="responses", help="clock the events are measured on"
     )
     p.add_argument("--targets", type=float, nargs="+", default=None, help="targets (default: eval.targets)")
-    p.add_argument("--interpolate", action="store_true", help="interpolate R_T linearly between evaluations")
+    crossing = p.add_mutually_exclusive_group()
+    crossing.add_argument(
+        "--interpolate", action="store_true", help="R_T interpolated linearly between evaluations (exact)"
+    )
+    crossing.add_argument(
+        "--exact-crossings",
+        action="store_true",
+        help="R_T = first evaluation at/above the target, as if exact (default: interval-censored)",
+    )
+    p.add_argument(
+        "--failure-time",
+        choices=("onset", "detection"),
+        default="onset",
+        help="failure clock at the failure onset (default) or at the detector's decision",
+    )
     p.add_argument(
         "--resolution-frac", type=float, default=0.125, help="flag R_T when spacing or B > frac*R_T"
     )
@@ -53,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: Wald intervals only)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument(
+        "--sigmoid-bootstrap", type=int, default=200, help="bootstrap resamples of the sigmoid fits (0: none)"
+    )
+    p.add_argument("--no-sigmoid", action="store_true", help="skip the accuracy-vs-compute sigmoid fits")
+    p.add_argument(
+        "--no-joint", action="store_true", help="skip the joint (correlated) model of the two clocks"
+    )
+    p.add_argument("--dpi", type=int, default=300, help="resolution of PNG figures")
     p.add_argument("--compare-all", action="store_true", help="compare every pair of conditions")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
     p.add_argument("--formats", nargs="+", default=["png", "pdf"], help="figure formats")
@@ -97,6 +126,8 @@ def run(args: argparse.Namespace, api=None) -> int:
         clock=args.clock,
         targets=tuple(args.targets) if args.targets else None,
         interpolate=args.interpolate,
+        crossing="exact" if args.exact_crossings else "interval",
+        failure_time=args.failure_time,
         resolution_frac=args.resolution_frac,
         include_incomplete=args.include_incomplete,
         condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
@@ -115,15 +146,36 @@ def run(args: argparse.Namespace, api=None) -> int:
     out = args.out or Path("analysis-out") / (Path(args.source.split(":")[-1]).name or "source")
     out.mkdir(parents=True, exist_ok=True)
 
+    messages = messages + source_messages(tables)
     exponents, fits = fit_conditions(
-        tables, n_boot=args.bootstrap, seed=args.seed, interpolated=args.interpolate
+        tables,
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        interpolated=args.interpolate,
+        joint_model=not args.no_joint,
+        jobs=args.jobs,
     )
+    noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
+    exponents = agreement(exponents, noise)
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
+    incidence, incidence_summary = incidence_tables(tables)
+    common = common_exponent_table(tables, fits)
+    sig = (
+        None
+        if args.no_sigmoid
+        else sigmoid_tables(tables, n_boot=args.sigmoid_bootstrap, seed=args.seed, jobs=args.jobs)
+    )
     tables.runs.to_csv(out / "runs.csv", index=False)
     tables.runs.to_parquet(out / "runs.parquet", index=False)
     tables.evals.to_csv(out / "evals.csv", index=False)
     exponents.to_csv(out / "exponents.csv", index=False)
     comparisons.to_csv(out / "comparisons.csv", index=False)
+    incidence.to_csv(out / "incidence.csv", index=False)
+    incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
+    common.to_csv(out / "common_exponent.csv", index=False)
+    noise.to_csv(out / "noise_scale.csv", index=False)
+    if sig is not None:
+        sig.to_csv(out / "sigmoid.csv", index=False)
     pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
         out / "skipped.csv", index=False
     )
@@ -131,9 +183,46 @@ def run(args: argparse.Namespace, api=None) -> int:
     if not args.no_plots:
         from analysis.plots import plot_all  # matplotlib only when figures are wanted
 
-        plots = plot_all(out, tables, fits, tuple(args.formats), jobs=args.jobs)
-    options = {"clock": args.clock, "n_boot": args.bootstrap, "interpolate": args.interpolate}
-    write_report(out, args.source, tables, exponents, comparisons, skipped, messages, options, plots)
+        cond = noise[noise["level"] == "condition"]
+        predictions = {
+            r.condition: {
+                "b_noise": r.b_noise,
+                "K": r.K,
+                "implied": r.implied_exponent,
+                "low": r.implied_low,
+                "high": r.implied_high,
+            }
+            for r in cond.itertuples()
+        }
+        plots = plot_all(
+            out,
+            tables,
+            fits,
+            tuple(args.formats),
+            jobs=args.jobs,
+            exponents=exponents,
+            extra={"noise": predictions, "sigmoid": sig},
+            dpi=args.dpi,
+        )
+    options = {
+        "clock": args.clock,
+        "n_boot": args.bootstrap,
+        "interpolate": args.interpolate,
+        "crossing": tables.options.crossing_mode,
+        "failure_time": args.failure_time,
+    }
+    write_report(
+        out,
+        args.source,
+        tables,
+        exponents,
+        comparisons,
+        skipped,
+        messages,
+        options,
+        plots,
+        extra={"incidence_summary": incidence_summary, "common": common, "noise": noise, "sigmoid": sig},
+    )
 
     header, rows = exponent_table(exponents, tables.varying_keys)
     print(plain_table(header, rows))
@@ -147,6 +236,12 @@ def run(args: argparse.Namespace, api=None) -> int:
         warned = exponents[exponents["warnings"].astype(bool)]
         for r in warned.itertuples():
             print(f"warning: {r.condition} {r.clock}: {r.warnings}")
+        for r in common.itertuples():
+            if r.p_common == r.p_common:
+                print(
+                    f"common α across targets, {r.condition}: {r.exponent_common:.3f} "
+                    f"[{r.ci_low:.3f}, {r.ci_high:.3f}], test of equality p = {r.p_common:.3g}"
+                )
         n_fit = int(tables.runs["in_fit"].sum())
         print(
             f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "

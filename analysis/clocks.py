@@ -2,23 +2,38 @@
 
 For each run (DESIGN.md §3):
 
-* **Responses-to-target** ``R_T(a)`` is the clock value of the *first evaluation row* whose
-  ``eval/accuracy >= a``. By default there is **no interpolation**: the true crossing lies somewhere in
-  ``(previous eval, this eval]``, and we report the right end, as the trainer does. ``interpolate=True``
-  replaces it by the linear interpolation between the two evaluations (flagged as such in the report).
-  A run that never reaches ``a`` is right-censored at its last evaluation. A target already met at
-  the step-0 evaluation (``R_T = 0``) cannot enter a log-space fit: it is kept in the table, noted,
-  and left out of that target's fit.
+* **Responses-to-target** ``R_T(a)``: the true crossing lies between the last evaluation below ``a``
+  and the first evaluation with ``eval/accuracy >= a``. By default (``crossing="interval"``) the run
+  enters the fit as **interval-censored** in ``(target:<a>:lower, target:<a>]``: ``target:<a>`` is the
+  clock at the first evaluation at or above ``a`` (what the trainer's ``summary.json`` reports) and
+  ``target:<a>:lower`` the clock at the evaluation before it. A crossing at the first evaluation after
+  the step-0 one has the step-0 clock as lower bound, which is 0 on the ``responses`` clock: the point
+  is then left-censored (``R_T <= target:<a>``). ``crossing="exact"`` takes ``target:<a>`` as if it
+  were the crossing (the old behaviour, biased low with sparse evaluations); ``crossing="interpolate"``
+  replaces it by the linear interpolation between the two evaluations (exact in the fit). A run that
+  never reaches ``a`` is right-censored at its last evaluation, and ``target:<a>:censored_by`` says
+  why: ``failure`` (the run failed first), ``budget`` (it ended without failing) or ``incomplete``.
+  A target already met at the step-0 evaluation (``R_T = 0``) cannot enter a log-space fit: it is
+  kept in the table, noted, and left out of that target's fit.
 * **Resolution-limited** points: reached at the first evaluation after step 0, or with an evaluation
   spacing (or the rollout size B) larger than ``resolution_frac`` (default 1/8) of ``R_T``; they are
-  flagged and counted in the report, because their value is mostly the evaluation grid.
-* **Responses-to-failure** ``R_F``: ``status.json["failure"]["responses"]`` when the state is
-  ``failed`` (cross-checked against the last metrics row, which is where a failed run stops), else
-  right-censored at the final ``responses``.
+  flagged and counted in the report.
+* **Responses-to-failure** ``R_F``: for a ``failed`` run, the failure **onset** by default
+  (``status.json["failure"]["onset_responses"]``, the first rollout or evaluation of the sustained
+  condition) or the detection (``failure.responses``, when the detector decided) with
+  ``failure_time="detection"``; both are kept (``failure:onset``, ``failure:detection``). A run
+  written before onsets were recorded falls back to detection with a note. Otherwise right-censored
+  at the final ``responses``. On clocks other than ``responses`` the value is that clock in the last
+  metrics row with ``responses <=`` the chosen responses.
+* **Noise scale** (McCandlish et al. 2018): from the training rows up to the failure time (or the end),
+  ``noise:b_noise`` = mean ``noise/trace_cov`` / mean ``noise/grad_norm_sq`` (a ratio of means: the
+  per-rollout estimates are unbiased but very noisy and their ratio is not), next to the median of the
+  per-rollout ``noise/b_noise`` and the number of finite rows used (K = 1 logs NaN: no estimate).
 
 The values are recomputed from ``metrics.jsonl``; ``summary.json`` is only used to cross-check, and a
-disagreement sets ``summary_mismatch`` with a note. ``clock="tokens"|"flops"|"wall_seconds"`` reports
-the same events on another clock: the value of that clock in the same row.
+disagreement sets ``summary_mismatch`` with a note. ``clock="tokens"|"flops"|"wall_seconds"|
+"optimizer_steps"`` reports the same events on another clock: the value of that clock in the same row.
+Unknown metric keys in rows (new instruments) are carried along and never break reading.
 """
 
 from __future__ import annotations
@@ -46,18 +61,26 @@ from analysis.load import (
     key_matches,
 )
 
-CLOCK_CHOICES = ("responses", "tokens", "flops", "wall_seconds")
+CLOCK_CHOICES = ("responses", "tokens", "flops", "wall_seconds", "optimizer_steps")
+CROSSINGS = ("interval", "exact", "interpolate")
+FAILURE_TIMES = ("onset", "detection")
 
 
 @dataclass(frozen=True)
 class ClockOptions:
     clock: str = "responses"  # which clock the events are measured on
     targets: tuple[float, ...] | None = None  # None: union of every run's eval.targets
-    interpolate: bool = False  # linear interpolation between evaluations (off: first eval at/above)
+    interpolate: bool = False  # shorthand for crossing="interpolate"
+    crossing: str = "interval"  # interval | exact | interpolate (see the module docstring)
+    failure_time: str = "onset"  # onset | detection: which failure time the failure clock uses
     resolution_frac: float = 0.125  # spacing or B above this fraction of R_T flags the point
     include_incomplete: bool = False  # fit running/preempted/unknown runs as censored at last clock
     condition_keys: tuple[str, ...] | None = None  # None: every key but DEFAULT_IGNORED_KEYS
     ignore_keys: tuple[str, ...] = ()  # extra keys (or parents, or globs) left out of the condition
+
+    @property
+    def crossing_mode(self) -> str:
+        return "interpolate" if self.interpolate else self.crossing
 
 
 @dataclass
@@ -69,6 +92,7 @@ class Tables:
     varying_keys: list[str]  # condition keys that differ between conditions
     skipped: list[SkippedRun]
     messages: list[str] = field(default_factory=list)
+    options: ClockOptions | None = None
 
 
 def target_label(a: float) -> str:
@@ -95,6 +119,45 @@ def _column_of(rows: list[dict[str, Any]], key: str) -> list[float]:
 def _config_targets(config: dict[str, Any]) -> list[float]:
     targets = get_path(config, "eval.targets", [])
     return [float(t) for t in targets if is_number(t)] if isinstance(targets, list) else []
+
+
+def _clock_at(rows: list[dict[str, Any]], responses: float, clock: str) -> float:
+    """``clock`` in the last metrics row with ``responses <= responses`` (the first row if none)."""
+    row_at = rows[0]
+    for row in reversed(rows):
+        if float(row["responses"]) <= responses:
+            row_at = row
+            break
+    return _num(row_at.get(clock))
+
+
+NOISE_KEYS = ("noise/trace_cov", "noise/grad_norm_sq", "noise/b_noise")
+
+
+def noise_summary(rows: list[dict[str, Any]], until: float = math.inf) -> dict[str, float]:
+    """Gradient-noise scale of one run from its training rows with ``responses <= until``.
+
+    ``noise:b_noise`` = mean tr Sigma / mean |G|^2 over the rows where both are finite (McCandlish et
+    al. 2018, eq. 2.7 with the appendix-A estimators the trainer logs: a ratio of means, since the
+    per-rollout |G|^2 estimate can be near 0 or negative and a mean of per-rollout ratios is dominated
+    by those rollouts); ``noise:b_noise_median`` = median of the finite per-rollout ``noise/b_noise``;
+    NaN when the run logs no usable estimate (K = 1, or a mean |G|^2 that is not positive).
+    """
+    train = [r for r in rows if "eval/accuracy" not in r and float(r["responses"]) <= until]
+    trace = np.array(_column_of(train, "noise/trace_cov"))
+    grad = np.array(_column_of(train, "noise/grad_norm_sq"))
+    ratio = np.array(_column_of(train, "noise/b_noise"))
+    both = np.isfinite(trace) & np.isfinite(grad)
+    mean_t = float(trace[both].mean()) if both.any() else math.nan
+    mean_g = float(grad[both].mean()) if both.any() else math.nan
+    finite = ratio[np.isfinite(ratio)]
+    return {
+        "noise:b_noise": mean_t / mean_g if both.any() and mean_g > 0 else math.nan,
+        "noise:b_noise_median": float(np.median(finite)) if finite.size else math.nan,
+        "noise:trace_cov_mean": mean_t,
+        "noise:grad_norm_sq_mean": mean_g,
+        "noise:n_rows": int(both.sum()),
+    }
 
 
 def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> tuple[dict, dict]:
@@ -181,11 +244,46 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
             by_value[float(key)] = value
         except ValueError:
             continue
+    # ---- failure: onset (default) or detection, on the chosen clock
+    last = rows[-1]
+    failure = status.get("failure") if status else None
+    detector = None
+    detection = onset = math.nan
+    if state == "failed":
+        censored_f = False
+        detection = float(last["responses"])
+        if isinstance(failure, dict):
+            detector = failure.get("detector")
+            if is_number(failure.get("responses")):
+                detection = float(failure["responses"])
+                if detection != float(last["responses"]):
+                    notes.append(
+                        f"failure.responses={detection:g} but metrics end at {float(last['responses']):g}"
+                    )
+            else:
+                notes.append("failure.responses missing; last metrics row used")
+            if is_number(failure.get("onset_responses")):
+                onset = float(failure["onset_responses"])
+                if onset > detection:
+                    notes.append(f"failure onset {onset:g} after detection {detection:g}; detection used")
+                    onset = detection
+        else:
+            notes.append("state failed without a failure record; last metrics row used")
+        if not math.isfinite(onset) and opts.failure_time == "onset":
+            notes.append("no failure onset recorded (run written before onsets): detection time used")
+        at = onset if opts.failure_time == "onset" and math.isfinite(onset) else detection
+    else:
+        censored_f, at = True, float(last["responses"])
+    value_f = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
+
+    # ---- targets: interval (lower, upper], censored with a cause, or met at step 0
     hits = acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
+    mode = opts.crossing_mode
     for j, a in enumerate(targets):
         label = target_label(a)
         idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
         limited, value, censored, interpolated = False, float(clk[-1]), True, False
+        lower, cause = math.nan, ""
         if idx >= 0:
             censored, value = False, float(clk[idx])
             if resp[idx] <= 0:
@@ -198,12 +296,20 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
                     or spacing > opts.resolution_frac * resp[idx]
                     or size > opts.resolution_frac * resp[idx]
                 )
-                if opts.interpolate and idx > 0 and acc[idx] > acc[idx - 1]:
+                if mode == "interval":
+                    lower = float(clk[idx - 1]) if idx > 0 else 0.0
+                    if not math.isfinite(lower):
+                        lower = 0.0
+                elif mode == "interpolate" and idx > 0 and acc[idx] > acc[idx - 1]:
                     frac = (a - acc[idx - 1]) / (acc[idx] - acc[idx - 1])
                     value = float(clk[idx - 1] + frac * (clk[idx] - clk[idx - 1]))
                     interpolated = True
+        else:
+            cause = "failure" if state == "failed" else "incomplete" if incomplete else "budget"
         out[label] = value
+        out[f"{label}:lower"] = lower
         out[f"{label}:censored"] = censored
+        out[f"{label}:censored_by"] = cause
         out[f"{label}:resolution_limited"] = limited
         out[f"{label}:interpolated"] = interpolated
         reported = by_value.get(a)
@@ -216,31 +322,6 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
                 mismatch = True
                 notes.append(f"summary.json {label}: {rep_resp} (reached={rep_reached}), recomputed {ours}")
 
-    last = rows[-1]
-    failure = status.get("failure") if status else None
-    detector = None
-    if state == "failed":
-        censored_f = False
-        at = float(last["responses"])
-        if isinstance(failure, dict):
-            detector = failure.get("detector")
-            if is_number(failure.get("responses")):
-                at = float(failure["responses"])
-                if at != float(last["responses"]):
-                    notes.append(f"failure.responses={at:g} but metrics end at {float(last['responses']):g}")
-            else:
-                notes.append("failure.responses missing; last metrics row used")
-        else:
-            notes.append("state failed without a failure record; last metrics row used")
-        row_at = last
-        for row in reversed(rows):
-            if float(row["responses"]) <= at:
-                row_at = row
-                break
-        value_f = at if opts.clock == "responses" else _num(row_at.get(opts.clock))
-    else:
-        censored_f, at = True, float(last["responses"])
-        value_f = at if opts.clock == "responses" else _num(last.get(opts.clock))
     clocks = status.get("clocks") if status else None
     if isinstance(clocks, dict) and is_number(clocks.get("responses")):
         if float(clocks["responses"]) > float(last["responses"]):
@@ -252,13 +333,27 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
     if rep_fail is not None:
         rep_at, rep_failed = rep_fail.get("responses"), rep_fail.get("failed")
         if bool(rep_failed) != (not censored_f) or (
-            not censored_f and (not is_number(rep_at) or float(rep_at) != at)
+            not censored_f and (not is_number(rep_at) or float(rep_at) != detection)
         ):
             mismatch = True
-            notes.append(f"summary.json failure: {rep_at} (failed={rep_failed}), recomputed {at:g}")
+            notes.append(f"summary.json failure: {rep_at} (failed={rep_failed}), recomputed {detection:g}")
+        rep_onset = rep_fail.get("onset_responses")
+        if not censored_f and is_number(rep_onset) and math.isfinite(onset) and float(rep_onset) != onset:
+            mismatch = True
+            notes.append(f"summary.json failure onset: {rep_onset}, status.json {onset:g}")
     out["failure"] = value_f
     out["failure:censored"] = censored_f
     out["failure:detector"] = detector
+    out["failure:detection"] = (
+        detection
+        if opts.clock == "responses" or not math.isfinite(detection)
+        else _clock_at(rows, detection, opts.clock)
+    )
+    out["failure:onset"] = (
+        onset if opts.clock == "responses" or not math.isfinite(onset) else _clock_at(rows, onset, opts.clock)
+    )
+    out["failure:time"] = opts.failure_time if state == "failed" and math.isfinite(onset) else "detection"
+    out.update(noise_summary(rows, at if state == "failed" else math.inf))
     out["summary_mismatch"] = mismatch
     out["notes"] = "; ".join(notes)
 
@@ -321,6 +416,12 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     opts = opts or ClockOptions()
     if opts.clock not in CLOCK_CHOICES:
         raise ValueError(f"clock must be one of {CLOCK_CHOICES}, got {opts.clock!r}")
+    if opts.crossing not in CROSSINGS:
+        raise ValueError(f"crossing must be one of {CROSSINGS}, got {opts.crossing!r}")
+    if opts.failure_time not in FAILURE_TIMES:
+        raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
+    # results must not depend on the order in which runs were found: work in run-id order
+    records = sorted(records, key=lambda r: (r.run, r.path))
     targets = sorted(set(opts.targets or [t for r in records for t in _config_targets(r.config)]))
     rows, eval_parts, kept, skipped = [], [], [], []
     for record in records:
@@ -353,7 +454,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     runs = pd.DataFrame(rows)
     messages: list[str] = []
     if not rows:
-        return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages)
+        return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages, opts)
     runs.insert(1, "condition", [labels[c] for c in canon])
     reserved = set(runs.columns)
     for k in keys:
@@ -379,4 +480,20 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
         evals[k] = np.concatenate(
             [np.asarray(ev.get(k, [math.nan] * n), float) for ev, n in zip(eval_parts, n_evals)]
         )
-    return Tables(runs, evals, targets, keys, varying, skipped, messages)
+    if "eval/responses" in evals.columns:
+        # binomial standard error of a (mean pass@1) accuracy over eval/responses scored responses
+        p, n = evals["eval/accuracy"].to_numpy(float), evals["eval/responses"].to_numpy(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            evals["eval/accuracy_se"] = np.where(n > 0, np.sqrt(p * (1 - p) / n), np.nan)
+    order = runs.sort_values(["condition", "B", "seed", "run"], key=_sort_key).index
+    runs = runs.loc[order].reset_index(drop=True)
+    rank = pd.Series(np.arange(len(runs)), index=runs["run"].to_numpy())
+    evals = evals.iloc[np.argsort(rank.loc[evals["run"]].to_numpy(), kind="stable")].reset_index(drop=True)
+    return Tables(runs, evals, targets, keys, varying, skipped, messages, opts)
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    """Sort seeds numerically even when some are missing (None sorts last)."""
+    if col.name == "seed":
+        return pd.to_numeric(col, errors="coerce")
+    return col

@@ -1,44 +1,63 @@
-"""Power-law fits of the two clocks with censoring and bootstrap intervals.
+"""Power-law fits of the two clocks with interval censoring, right censoring and bootstrap intervals.
 
 Model (per condition and clock), in log space::
 
     log R_i = log c + alpha * log B_i + sigma * eps_i,      eps_i ~ N(0, 1)
 
-i.e. ``R(B) = c * B**alpha`` with log-normal scatter: a log-normal accelerated-failure-time model, which
-for right-censored data is the Tobit model in log space. A run observed at ``R_i`` contributes the
-normal log-density of its residual; a run right-censored at ``R_i`` (never reached the target / never
-failed) contributes the log-survival ``log Phi(-(log R_i - log c - alpha log B_i) / sigma)``. Dropping
-censored runs instead would keep only the fast runs at large B and bias ``alpha`` down
-(``tests/analysis/test_analysis_fit.py::test_dropping_censored_runs_is_biased_and_tobit_is_not``).
+i.e. ``R(B) = c * B**alpha`` with log-normal scatter: a log-normal accelerated-failure-time model. Each
+run contributes what is known about its time (all in log space, ``z = (y - log c - alpha x) / sigma``):
+
+* **exact** (failure times; crossings with ``--interpolate`` or ``--exact-crossings``): the normal
+  log-density ``log phi(z) - log sigma``;
+* **interval-censored** ``(lo, hi]`` (a target crossing, between the last evaluation below the target
+  and the first at or above it): ``log(Phi(z_hi) - Phi(z_lo))``; a crossing at the first evaluation
+  after the step-0 one has ``lo`` = the step-0 clock, which is 0 on the ``responses`` clock, so it is
+  left-censored (``lo = -inf`` in log space: ``log Phi(z_hi)``);
+* **right-censored** at ``lo`` (never reached / never failed): the log-survival ``log Phi(-z_lo)``.
+
+This is the standard likelihood for interval-censored data (Turnbull 1976; in the regression form of a
+parametric AFT model, e.g. Lindsey & Ryan 1998, *Stat. Med.* 17:219). Dropping censored runs instead
+would keep only the fast runs at large B and bias ``alpha`` down; taking the evaluation at or above the
+target as if it were the crossing biases ``alpha`` down when evaluations are sparse (the small-B runs,
+whose crossings fall early in an evaluation interval, are moved later the most).
 
 Estimation: maximum likelihood by Newton's method in Olsen's (1978) reparametrisation
-``(g0, g1, t) = (log c, alpha, 1) / sigma``, in which the Tobit log-likelihood is globally concave, so
-Newton with step halving converges from the OLS start on the uncensored runs. The Newton iterations
-run on all bootstrap replicates at once (numpy, replicates as a leading axis; a replicate is a weight
-vector of resampling counts), which is what makes 1,000 resamples of 1,000 runs take well under a
-second.
+``theta = (beta / sigma, 1 / sigma)``. Each contribution is log-concave in ``theta``: the exact one as
+in the Tobit model, and ``log(Phi(b) - Phi(a))`` is jointly concave in ``(a, b)`` (the normal density is
+log-concave; Prékopa's theorem) with ``a, b`` linear in ``theta``. So Newton with step halving converges
+from the least-squares start on interval midpoints. The Newton iterations run on all bootstrap
+replicates at once (numpy, replicates as a leading axis; a replicate is a weight vector of resampling
+counts); exact rows enter through sufficient statistics and interval rows are collapsed to their
+distinct ``(x, lo, hi)`` (crossings are quantised to the evaluation grid, so seeds at one B share a few
+intervals), which keeps 1,000 resamples of 1,000 runs well under a second per fit. The general design
+matrix serves the goodness-of-fit models too (a free mean per size, a broken power law:
+:mod:`analysis.gof`). Written by hand rather than with ``scipy.optimize`` because of that batching;
+``tests/analysis/test_analysis_fit.py`` checks it against ``scipy.optimize.minimize`` on the same
+likelihood.
 
 Intervals:
 
 * ``ci_low/ci_high`` (default): bootstrap over seeds within each B (resample the runs of each rollout
-  size with replacement, refit), percentile 95 % interval. Two small-sample corrections, both exact
-  for the slope of an uncensored Gaussian fit, scale the replicate deviations from the point estimate
-  by ``k = sqrt(sum_b n_b d_b^2 / sum_b (n_b - 1) d_b^2) * t_{N-m}(0.975) / z(0.975)``:
-  resampling ``n_b`` runs within a size shrinks the variance of their mean by ``(n_b - 1) / n_b``
-  (``d_b`` = log B_b minus the mean log B over runs), and the bootstrap sees the scatter through
-  ``N - m`` degrees of freedom (N runs, m sizes), so its pivot is Student-t, not normal. Without them
-  the plain percentile interval covered 83 % instead of 95 % with 3 seeds at 4 sizes (400 synthetic
-  sweeps; with them 95 %, see also ``benchmarks/analysis_coverage.py``). A resample
-  with events at fewer than two sizes has no finite MLE; it counts as +inf or -inf (the side the
-  likelihood runs off to), so a sweep that barely constrains the exponent gets an unbounded interval
-  rather than a falsely narrow one. When every size has a single run the bootstrap cannot vary and
-  the Wald interval is reported instead (``ci_method`` says which).
+  size with replacement, each keeping its own interval or censoring, refit), percentile 95 % interval.
+  Two small-sample corrections, both exact for the slope of an uncensored Gaussian fit, scale the
+  replicate deviations from the point estimate by
+  ``k = sqrt(sum_b n_b d_b^2 / sum_b (n_b - 1) d_b^2) * t_{N-m}(0.975) / z(0.975)``: resampling ``n_b``
+  runs within a size shrinks the variance of their mean by ``(n_b - 1) / n_b`` (``d_b`` = log B_b minus
+  the mean log B over runs), and the bootstrap sees the scatter through ``N - m`` degrees of freedom
+  (N runs, m sizes), so its pivot is Student-t, not normal. Re-checked with interval-censored
+  crossings (``benchmarks/analysis_coverage.py``, 5 sizes x 4 seeds, evaluations every 1/8 of the
+  smallest crossing time, figures in ``docs/analysis.md``): without the factor the interval covers
+  86.5 % (200 sweeps), with it 94.0 % (300 sweeps); it stays. A resample with informative
+  times (exact or interval) at fewer than two sizes has no finite MLE; it counts as +inf or -inf (the
+  side the likelihood runs off to), so a sweep that barely constrains the exponent gets an unbounded
+  interval rather than a falsely narrow one. When every size has a single run the bootstrap cannot
+  vary and the Wald interval is reported instead (``ci_method`` says which).
 * ``wald_low/wald_high``: ``alpha ± 1.96 se`` from the observed information of the MLE (delta method
   from Olsen's parameters).
 
-Warnings (not errors): fewer than 3 distinct B, a single seed at some B, most runs censored; the
-exponent is NaN with the reason when it is not identified (every run censored, fewer than two sizes
-with an observed event).
+Warnings (not errors): fewer than 3 distinct B, a single seed at some B, most runs censored, sizes where
+no run reached the target (the line is extrapolated there); the exponent is NaN with the reason when
+it is not identified (every run censored, fewer than two sizes with an informative time).
 """
 
 from __future__ import annotations
@@ -63,12 +82,17 @@ class FitResult:
     ci_method: str = "bootstrap"
     wald_low: float = np.nan
     wald_high: float = np.nan
+    loglik: float = np.nan  # maximised log-likelihood (log-space times)
     n_runs: int = 0
-    n_censored: int = 0
+    n_censored: int = 0  # right-censored
+    n_interval: int = 0  # interval-censored (finite lower bound)
+    n_left: int = 0  # left-censored (crossing at the first evaluation after step 0)
     n_sizes: int = 0
     n_seeds_min: int = 0
     n_boot: int = 0
     n_boot_failed: int = 0
+    inflation: float = 1.0  # the small-sample factor k applied to the replicates
+    sizes_unreached: tuple[float, ...] = ()  # sizes without any informative (non-right-censored) time
     warnings: list[str] = field(default_factory=list)
     # bootstrap replicates after inflation (see module docstring); a resample whose exponent is not
     # identified has intercept NaN and slope +-inf (the side the likelihood runs off to)
@@ -80,114 +104,158 @@ class FitResult:
         return float(np.exp(self.intercept))
 
 
-def _solve3(H: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Solve ``H x = g`` for a batch of 3x3 systems by the adjugate; singular systems give NaN."""
-    a, b, c = H[:, 0, 0], H[:, 0, 1], H[:, 0, 2]
-    d, e, f = H[:, 1, 0], H[:, 1, 1], H[:, 1, 2]
-    gg, h, i = H[:, 2, 0], H[:, 2, 1], H[:, 2, 2]
-    cof = np.stack(
-        [
-            np.stack([e * i - f * h, c * h - b * i, b * f - c * e], -1),
-            np.stack([f * gg - d * i, a * i - c * gg, c * d - a * f], -1),
-            np.stack([d * h - e * gg, b * gg - a * h, a * e - b * d], -1),
-        ],
-        1,
-    )
-    det = a * cof[:, 0, 0] + b * cof[:, 1, 0] + c * cof[:, 2, 0]
-    scale = np.abs(H).max(axis=(1, 2)) ** 3 + 1e-300
+def log_ndtr_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``log(Phi(b) - Phi(a))`` for ``a < b`` (either may be infinite), accurate in both tails."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        flip = (a + b) > 0  # both in the upper tail: Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
+    lo, hi = np.where(flip, -b, a), np.where(flip, -a, b)
+    lhi, llo = log_ndtr(hi), log_ndtr(lo)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.einsum("mij,mj->mi", cof, g) / det[:, None]
-    out[np.abs(det) <= 1e-13 * scale] = np.nan
+        return lhi + np.log(-np.expm1(llo - lhi))
+
+
+def _solve(H: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Solve ``H x = g`` for a batch of small systems; singular ones give NaN."""
+    try:
+        with np.errstate(all="ignore"):
+            out = np.linalg.solve(H, g[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        out = np.full(g.shape, np.nan)
+        for i in range(H.shape[0]):
+            try:
+                out[i] = np.linalg.solve(H[i], g[i])
+            except np.linalg.LinAlgError:
+                pass
+    cond_bad = ~np.isfinite(out).all(1)
+    out[cond_bad] = np.nan
     return out
 
 
-class _Tobit:
-    """Log-likelihood pieces for replicate weight rows ``W[m]`` (observed via sufficient statistics)."""
+class _IntervalModel:
+    """Weighted log-likelihood of ``y ~ N(X beta, sigma^2)`` with ``y`` known exactly or in ``(lo, hi]``,
+    in Olsen's parameters ``theta = (beta / sigma, 1 / sigma)``; rows of ``W`` are replicate weights."""
 
-    def __init__(self, x, y, censored, W):
-        obs = ~censored
-        Wo, xo, yo = W[:, obs], x[obs], y[obs]
-        self.S = np.stack([Wo.sum(1), Wo @ xo, Wo @ (xo * xo), Wo @ yo, Wo @ (xo * yo), Wo @ (yo * yo)], 1)
-        self.Wc = W[:, censored]
-        self.Fc = np.stack([np.ones(censored.sum()), x[censored], -y[censored]], 1)  # [nc, 3]
-        self.Fc2 = (self.Fc[:, :, None] * self.Fc[:, None, :]).reshape(-1, 9)  # [nc, 9]
+    def __init__(self, X: np.ndarray, lo: np.ndarray, hi: np.ndarray, W: np.ndarray):
+        self.p = X.shape[1]
+        exact = lo == hi
+        Wo, Xo, yo = W[:, exact], X[exact], lo[exact]
+        self.S0 = Wo.sum(1)
+        self.XX = np.einsum("mn,np,nq->mpq", Wo, Xo, Xo)
+        self.Xy = Wo @ (Xo * yo[:, None])
+        self.yy = Wo @ (yo * yo)
+        Xi, li, hi_ = X[~exact], lo[~exact], hi[~exact]
+        if Xi.shape[0]:
+            key = np.column_stack([Xi, li, hi_])
+            uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+            onehot = np.zeros((Xi.shape[0], uniq.shape[0]))
+            onehot[np.arange(Xi.shape[0]), inverse.ravel()] = 1.0
+            self.Wi = W[:, ~exact] @ onehot  # [M, nu]
+            Xu, lu, hu = uniq[:, : self.p], uniq[:, self.p], uniq[:, self.p + 1]
+        else:
+            self.Wi = np.zeros((W.shape[0], 0))
+            Xu, lu, hu = np.zeros((0, self.p)), np.zeros(0), np.zeros(0)
+        self.has_lo, self.has_hi = np.isfinite(lu), np.isfinite(hu)
+        self.Fa = np.column_stack([-Xu, np.where(self.has_lo, lu, 0.0)])  # d z_lo / d theta
+        self.Fb = np.column_stack([-Xu, np.where(self.has_hi, hu, 0.0)])
+        P = self.p + 1
+        self.FaFa = (self.Fa[:, :, None] * self.Fa[:, None, :]).reshape(-1, P * P)
+        self.FbFb = (self.Fb[:, :, None] * self.Fb[:, None, :]).reshape(-1, P * P)
+        self.FaFb = (
+            (self.Fa[:, :, None] * self.Fb[:, None, :]) + (self.Fb[:, :, None] * self.Fa[:, None, :])
+        ).reshape(-1, P * P)
 
-    def _observed_ll(self, th, rows):
-        S0, Sx, Sxx, Sy, Sxy, Syy = self.S[rows].T
-        g0, g1, t = th.T
-        return S0 * (np.log(t) - _LOG_SQRT_2PI) - 0.5 * (
-            t * t * Syy + g0 * g0 * S0 + g1 * g1 * Sxx - 2 * t * g0 * Sy - 2 * t * g1 * Sxy + 2 * g0 * g1 * Sx
-        )
+    def _z(self, th):
+        za = np.where(self.has_lo, th @ self.Fa.T, -np.inf)
+        zb = np.where(self.has_hi, th @ self.Fb.T, np.inf)
+        return za, zb
+
+    def _exact_ll(self, th, rows):
+        g, t = th[:, : self.p], th[:, self.p]
+        quad = t * t * self.yy[rows] - 2 * t * np.einsum("mp,mp->m", g, self.Xy[rows])
+        quad = quad + np.einsum("mp,mpq,mq->m", g, self.XX[rows], g)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.S0[rows] * (np.log(t) - _LOG_SQRT_2PI) - 0.5 * quad
 
     def loglik(self, th, rows):
-        ll = self._observed_ll(th, rows)
-        if self.Fc.shape[0]:
-            u = th @ self.Fc.T  # [m, nc]: g0 + g1 x - t c
-            ll = ll + (self.Wc[rows] * log_ndtr(u)).sum(1)
+        ll = self._exact_ll(th, rows)
+        if self.Wi.shape[1]:
+            za, zb = self._z(th)
+            w = self.Wi[rows]
+            ld = log_ndtr_diff(za, zb)
+            ll = ll + np.where(w > 0, w * ld, 0.0).sum(1)
         return ll
 
     def derivs(self, th, rows):
-        """Log-likelihood, gradient ``[m, 3]`` and Hessian ``[m, 3, 3]`` at ``th``."""
-        ll = self._observed_ll(th, rows)
-        S0, Sx, Sxx, Sy, Sxy, Syy = self.S[rows].T
-        g0, g1, t = th.T
-        grad = np.stack(
+        """Log-likelihood ``[m]``, gradient ``[m, P]`` and Hessian ``[m, P, P]`` at ``th``."""
+        p, P = self.p, self.p + 1
+        ll = self._exact_ll(th, rows)
+        g, t = th[:, :p], th[:, p]
+        XX, Xy = self.XX[rows], self.Xy[rows]
+        grad = np.concatenate(
             [
-                t * Sy - g0 * S0 - g1 * Sx,
-                t * Sxy - g0 * Sx - g1 * Sxx,
-                S0 / t - (t * Syy - g0 * Sy - g1 * Sxy),
+                t[:, None] * Xy - np.einsum("mpq,mq->mp", XX, g),
+                (self.S0[rows] / t - (t * self.yy[rows] - (g * Xy).sum(1)))[:, None],
             ],
             1,
         )
-        H = np.stack(
-            [
-                np.stack([-S0, -Sx, Sy], 1),
-                np.stack([-Sx, -Sxx, Sxy], 1),
-                np.stack([Sy, Sxy, -S0 / (t * t) - Syy], 1),
-            ],
-            1,
-        )
-        if self.Fc.shape[0]:
-            u = th @ self.Fc.T
-            log_cdf = log_ndtr(u)
-            lam = np.exp(-0.5 * u * u - _LOG_SQRT_2PI - log_cdf)  # inverse Mills ratio phi/Phi
-            w = self.Wc[rows]
-            ll = ll + (w * log_cdf).sum(1)
-            grad = grad + (w * lam) @ self.Fc
-            H = H + ((w * (-lam * (u + lam))) @ self.Fc2).reshape(-1, 3, 3)
+        H = np.zeros((th.shape[0], P, P))
+        H[:, :p, :p] = -XX
+        H[:, :p, p] = Xy
+        H[:, p, :p] = Xy
+        H[:, p, p] = -self.S0[rows] / (t * t) - self.yy[rows]
+        if self.Wi.shape[1]:
+            za, zb = self._z(th)
+            w = self.Wi[rows]
+            ld = log_ndtr_diff(za, zb)
+            with np.errstate(invalid="ignore", over="ignore"):
+                pa = np.where(self.has_lo, np.exp(-0.5 * za * za - _LOG_SQRT_2PI - ld), 0.0)
+                pb = np.where(self.has_hi, np.exp(-0.5 * zb * zb - _LOG_SQRT_2PI - ld), 0.0)
+                haa = np.where(self.has_lo, za * pa, 0.0) - pa * pa
+                hbb = -np.where(self.has_hi, zb * pb, 0.0) - pb * pb
+            hab = pa * pb
+            w = np.where(np.isfinite(ld), w, 0.0)
+            ll = ll + np.where(w > 0, w * ld, 0.0).sum(1)
+            grad = grad + (w * pb) @ self.Fb - (w * pa) @ self.Fa
+            H = H + ((w * haa) @ self.FaFa + (w * hbb) @ self.FbFb + (w * hab) @ self.FaFb).reshape(-1, P, P)
         return ll, grad, H
 
 
-def tobit_mle(x, y, censored, weights=None, max_iter=60, tol=1e-9, want_cov=False, start=None):
-    """Censored-normal MLE of ``y = b0 + b1 x + sigma eps`` for every weight row (bootstrap replicate).
+def interval_mle(
+    X, lo, hi, weights=None, ok=None, max_iter=60, tol=1e-9, want_cov=False, start=None
+) -> dict[str, np.ndarray]:
+    """Censored-normal MLE of ``y = X beta + sigma eps`` with ``y`` in ``(lo, hi]`` (``lo == hi``: exact;
+    ``lo = -inf``: left-censored; ``hi = inf``: right-censored), for every weight row of ``weights``.
 
-    Returns ``(b0, b1, sigma, ok, cov, theta, y_scale)`` with arrays over replicates: ``ok`` is False
-    where the MLE does not exist or did not converge (those entries are NaN); ``theta`` holds Olsen's
-    parameters for centred ``x`` and standardised ``y`` and ``cov`` (with ``want_cov``) their inverse
-    observed information. ``start`` (Olsen parameters, e.g. the point estimate's ``theta``) replaces
-    the OLS start, which saves Newton iterations for bootstrap replicates.
+    Returns a dict of arrays over replicates: ``beta`` ``[M, p]``, ``sigma``, ``ok`` (False where the
+    MLE does not exist or did not converge; those entries are NaN), ``loglik``, ``theta`` (Olsen's
+    parameters for standardised ``y``), ``y_scale`` and ``y_mean`` (the standardisation) and, with
+    ``want_cov``, ``cov``: the inverse observed information of ``theta``. ``ok`` (input) marks
+    replicates known not to be identified; ``start`` (Olsen parameters, e.g. the point estimate's
+    ``theta``) replaces the least-squares start, which saves Newton iterations for bootstrap replicates.
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    censored = np.asarray(censored, bool)
-    W = np.ones((1, x.size)) if weights is None else np.asarray(weights, float)
-    xm, ym = x.mean(), y.mean()
-    ys = y.std() if y.std() > 0 else 1.0
-    xc, yc = x - xm, (y - ym) / ys
-    model = _Tobit(xc, yc, censored, W)
+    X = np.asarray(X, float)
+    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+    n, p = X.shape
+    W = np.ones((1, n)) if weights is None else np.asarray(weights, float)
     M = W.shape[0]
-    S0, Sx, Sxx, Sy, Sxy, Syy = model.S.T
-    # identified only with observed events at two or more distinct sizes
-    sizes, inverse = np.unique(xc, return_inverse=True)
-    onehot = np.zeros((x.size, sizes.size))
-    onehot[np.arange(x.size), inverse] = (~censored).astype(float)
-    ok = (W @ onehot > 0).sum(1) >= 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        den = S0 * Sxx - Sx * Sx
-        b1 = np.where(den > 0, (S0 * Sxy - Sx * Sy) / den, 0.0)
-        b0 = (Sy - b1 * Sx) / S0
-        rss = Syy - 2 * b0 * Sy - 2 * b1 * Sxy + b0 * b0 * S0 + 2 * b0 * b1 * Sx + b1 * b1 * Sxx
-        s = np.sqrt(np.maximum(rss / S0, 0.0025))
-    theta = np.stack([b0 / s, b1 / s, 1 / s], 1) if start is None else np.tile(start, (M, 1))
+    mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), np.where(np.isfinite(lo), lo, hi))
+    ym = mid.mean() if n else 0.0
+    ys = mid.std() if n and mid.std() > 0 else 1.0
+    los, his = (lo - ym) / ys, (hi - ym) / ys
+    model = _IntervalModel(X, los, his, W)
+    ok = np.ones(M, bool) if ok is None else np.asarray(ok, bool).copy()
+    P = p + 1
+    if start is None:
+        mids = (mid - ym) / ys
+        A = np.einsum("mn,np,nq->mpq", W, X, X) + 1e-9 * np.eye(p)
+        beta = _solve(A, W @ (X * mids[:, None]))
+        with np.errstate(invalid="ignore"):
+            resid = mids[None, :] - beta @ X.T
+            s = np.sqrt(np.maximum((W * resid * resid).sum(1) / np.maximum(W.sum(1), 1), 0.0025))
+        theta = np.concatenate([beta / s[:, None], 1 / s[:, None]], 1)
+    else:
+        theta = np.tile(np.asarray(start, float), (M, 1))
+    ok &= np.isfinite(theta).all(1)
     theta[~ok] = np.nan
     active = np.flatnonzero(ok)
     converged = np.zeros(M, bool)
@@ -196,9 +264,9 @@ def tobit_mle(x, y, censored, weights=None, max_iter=60, tol=1e-9, want_cov=Fals
             break
         th = theta[active]
         ll0, grad, H = model.derivs(th, active)
-        step = -_solve3(H, grad)
+        step = -_solve(H, grad)
         decrement = (grad * step).sum(1)  # g^T (-H)^{-1} g, the Newton decrement
-        bad = ~np.isfinite(decrement)
+        bad = ~np.isfinite(decrement) | ~np.isfinite(ll0)
         done = (decrement < tol) & ~bad
         converged[active[done]] = True
         ok[active[bad]] = False
@@ -208,10 +276,14 @@ def tobit_mle(x, y, censored, weights=None, max_iter=60, tol=1e-9, want_cov=Fals
             break
         scale = np.ones(active.size)
         new = th + step
-        pending = np.arange(active.size)
+        # in the quadratic region of a concave log-likelihood (small Newton decrement) the full step
+        # is taken without checking it: saves a likelihood evaluation per replicate and iteration
+        pending = np.flatnonzero(decrement[keep] >= 1e-3)
         for _ in range(40):
+            if pending.size == 0:
+                break
             cand = th[pending] + scale[pending, None] * step[pending]
-            good = cand[:, 2] > 0
+            good = cand[:, p] > 0
             ll1 = np.full(pending.size, -np.inf)
             if good.any():
                 ll1[good] = model.loglik(cand[good], active[pending[good]])
@@ -229,15 +301,53 @@ def tobit_mle(x, y, censored, weights=None, max_iter=60, tol=1e-9, want_cov=Fals
         active = active[~np.isin(active, active[pending]) & ~huge]
     ok &= converged
     theta[~ok] = np.nan
-    g0, g1, t = theta.T
-    b1 = g1 / t * ys
-    b0 = ym + ys * g0 / t - b1 * xm
-    sigma = ys / t
-    cov = np.full((M, 3, 3), np.nan)
+    t = theta[:, p]
+    beta = theta[:, :p] / t[:, None] * ys
+    beta[:, 0] += ym  # X's first column is the intercept's
+    out = {"beta": beta, "sigma": ys / t, "ok": ok, "theta": theta, "y_scale": ys, "y_mean": ym}
+    loglik = np.full(M, np.nan)
+    if ok.any():
+        # log-likelihood of the unstandardised y: each density term gains -log(ys)
+        loglik[ok] = model.loglik(theta[ok], np.flatnonzero(ok)) - model.S0[ok] * np.log(ys)
+    out["loglik"] = loglik
+    cov = np.full((M, P, P), np.nan)
     if want_cov and ok.any():
         _, _, H = model.derivs(theta[ok], np.flatnonzero(ok))
-        cov[ok] = np.stack([_solve3(-H, np.broadcast_to(e, (H.shape[0], 3))) for e in np.eye(3)], 2)
-    return b0, b1, sigma, ok, cov, theta, ys
+        cov[ok] = np.stack([_solve(-H, np.broadcast_to(e, (H.shape[0], P)).copy()) for e in np.eye(P)], 2)
+    out["cov"] = cov
+    return out
+
+
+def tobit_mle(x, y, censored, weights=None, max_iter=60, tol=1e-9, want_cov=False, start=None):
+    """Right-censored special case of :func:`interval_mle` for ``y = b0 + b1 x + sigma eps``.
+
+    Returns ``(b0, b1, sigma, ok, cov, theta, y_scale)`` over replicates (``x`` is centred inside).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    censored = np.asarray(censored, bool)
+    xm = x.mean()
+    X = np.column_stack([np.ones_like(x), x - xm])
+    res = interval_mle(
+        X,
+        y,
+        np.where(censored, np.inf, y),
+        weights,
+        max_iter=max_iter,
+        tol=tol,
+        want_cov=want_cov,
+        start=start,
+    )
+    b1 = res["beta"][:, 1]
+    b0 = res["beta"][:, 0] - b1 * xm
+    return b0, b1, res["sigma"], res["ok"], res["cov"], res["theta"], res["y_scale"]
+
+
+def _identified(x: np.ndarray, informative: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Replicates with informative times (exact or with a finite upper bound) at two or more sizes."""
+    sizes, inverse = np.unique(x, return_inverse=True)
+    onehot = np.zeros((x.size, sizes.size))
+    onehot[np.arange(x.size), inverse.ravel()] = informative.astype(float)
+    return (W @ onehot > 0).sum(1) >= 2
 
 
 def stratified_weights(groups: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
@@ -252,31 +362,66 @@ def stratified_weights(groups: np.ndarray, n_boot: int, rng: np.random.Generator
     return W
 
 
+def log_bounds(values, censored, lower=None) -> tuple[np.ndarray, np.ndarray]:
+    """Log-space ``(lo, hi]`` of each run's time: right-censored at ``values``; otherwise exact, or in
+    ``(lower, values]`` when ``lower`` is given and smaller (``lower <= 0``: left-censored)."""
+    R = np.asarray(values, float)
+    c = np.asarray(censored, bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(R)
+        if lower is None:
+            lo = y.copy()
+        else:
+            L = np.asarray(lower, float)
+            lo = np.where(
+                np.isfinite(L) & (L < R), np.where(L > 0, np.log(np.maximum(L, 1e-300)), -np.inf), y
+            )
+    hi = np.where(c, np.inf, y)
+    lo = np.where(c, y, lo)
+    return lo, hi
+
+
 def fit_power_law(
     sizes,
     values,
     censored,
     *,
+    lower=None,
     n_boot: int = 1000,
     rng: np.random.Generator | int | None = None,
     level: float = 0.95,
     inflate: bool = True,
+    weights: np.ndarray | None = None,
 ) -> FitResult:
-    """Fit ``values = c * sizes**alpha`` with right-censoring; see the module docstring for the method."""
+    """Fit ``values = c * sizes**alpha`` with right and interval censoring (module docstring).
+
+    ``values``: the time (the censoring time when ``censored``; the upper bound of the interval when
+    ``lower`` is given). ``lower``: lower bounds of the observed times (NaN or equal: exact; ``<= 0``:
+    left-censored). ``weights``: resampling counts ``[n_boot, n]`` to use instead of drawing them (so
+    that several clocks of one condition share their resamples); columns of dropped rows are ignored.
+    """
     rng = np.random.default_rng(rng)
     B = np.asarray(sizes, float)
     R = np.asarray(values, float)
     c = np.asarray(censored, bool)
+    L = np.full(B.shape, np.nan) if lower is None else np.asarray(lower, float)
     keep = np.isfinite(B) & np.isfinite(R) & (B > 0) & (R > 0)
-    B, R, c = B[keep], R[keep], c[keep]
+    B, R, c, L = B[keep], R[keep], c[keep], L[keep]
+    if weights is not None:
+        weights = np.asarray(weights, float)[:, keep]
     res = FitResult(n_runs=int(B.size), n_censored=int(c.sum()))
     if keep.size > B.size:
         res.warnings.append(f"{keep.size - B.size} run(s) without a positive finite value left out")
     if B.size == 0:
         res.warnings.append("no runs")
         return res
+    lo, hi = log_bounds(R, c, L)
+    res.n_interval = int((~c & np.isfinite(lo) & (lo < hi)).sum())
+    res.n_left = int((~c & ~np.isfinite(lo)).sum())
     uniq, counts = np.unique(B, return_counts=True)
     res.n_sizes, res.n_seeds_min = int(uniq.size), int(counts.min())
+    reached = np.array([(~c[B == b]).any() for b in uniq])
+    res.sizes_unreached = tuple(float(b) for b in uniq[~reached])
     if uniq.size < 3:
         res.warnings.append(f"only {uniq.size} distinct B (< 3): exponent poorly determined")
     if (counts == 1).any():
@@ -287,17 +432,26 @@ def fit_power_law(
     if np.unique(B[~c]).size < 2:
         res.warnings.append("events observed at fewer than 2 distinct B: exponent not identified")
         return res
+    if res.sizes_unreached:
+        res.warnings.append(
+            f"no run reached it at B={', '.join(f'{b:g}' for b in res.sizes_unreached)}: "
+            "only censored lower bounds there, the line is extrapolated"
+        )
     if c.mean() > 0.5:
         res.warnings.append(f"{c.mean():.0%} of runs censored: the fit leans on the model")
-    x, y = np.log(B), np.log(R)
-    b0, b1, sigma, ok, cov, theta, ys = tobit_mle(x, y, c, want_cov=True)
-    if not ok[0]:
+    x = np.log(B)
+    xm = x.mean()
+    X = np.column_stack([np.ones_like(x), x - xm])
+    fit = interval_mle(X, lo, hi, want_cov=True)
+    if not fit["ok"][0]:
         res.warnings.append("maximum-likelihood fit did not converge: exponent not identified")
         return res
-    res.exponent, res.intercept, res.sigma = float(b1[0]), float(b0[0]), float(sigma[0])
-    _, g1, t = theta[0]
-    jac = np.array([0.0, 1.0 / t, -g1 / t**2]) * ys
-    var = float(jac @ cov[0] @ jac)
+    b1 = float(fit["beta"][0, 1])
+    res.exponent, res.intercept, res.sigma = b1, float(fit["beta"][0, 0] - b1 * xm), float(fit["sigma"][0])
+    res.loglik = float(fit["loglik"][0])
+    _, g1, t = fit["theta"][0]
+    jac = np.array([0.0, 1.0 / t, -g1 / t**2]) * fit["y_scale"]
+    var = float(jac @ fit["cov"][0] @ jac)
     z = _Z975 if level == 0.95 else float(np.sqrt(2) * _erfinv(level))
     if np.isfinite(var) and var >= 0:
         res.se = float(np.sqrt(var))
@@ -314,14 +468,21 @@ def fit_power_law(
     k = 1.0
     if inflate:
         df = B.size - uniq.size  # degrees of freedom of the within-size scatter the bootstrap sees
-        k = np.sqrt(num / den) * float(stdtrit(df, 0.5 + level / 2)) / z
-    W = stratified_weights(np.searchsorted(uniq, B), n_boot, rng)
-    bb0, bb1, _, bok, _, _, _ = tobit_mle(x, y, c, W, start=theta[0])
+        k = float(np.sqrt(num / den) * float(stdtrit(df, 0.5 + level / 2)) / z)
+    res.inflation = k
+    W = weights if weights is not None else stratified_weights(np.searchsorted(uniq, B), n_boot, rng)
+    n_boot = W.shape[0]
+    informative = np.isfinite(hi)
+    ok = _identified(x, informative, W)
+    boot = interval_mle(X, lo, hi, W, ok=ok, start=fit["theta"][0])
+    bok = boot["ok"]
+    bb1 = boot["beta"][:, 1]
+    bb0 = boot["beta"][:, 0] - bb1 * xm
     res.n_boot, res.n_boot_failed = n_boot, int((~bok).sum())
     slopes = res.exponent + k * (bb1 - res.exponent)
     res.boot_intercepts = res.intercept + k * (bb0 - res.intercept)
     if res.n_boot_failed:
-        slopes[~bok] = _unbounded_direction(x, c, W[~bok])
+        slopes[~bok] = _unbounded_direction(x, ~informative, W[~bok])
         tail = (1 - level) / 2
         if res.n_boot_failed > tail * n_boot:
             res.warnings.append(
@@ -390,3 +551,50 @@ def kaplan_meier(times, events) -> tuple[np.ndarray, np.ndarray]:
     )
     surv = np.cumprod(1.0 - deaths / at_risk)
     return np.concatenate([[0.0], event_times]), np.concatenate([[1.0], surv])
+
+
+def aalen_johansen(times, causes, n_causes: int = 2) -> dict[str, np.ndarray]:
+    """Aalen–Johansen cumulative incidence of each competing cause (Aalen & Johansen 1978).
+
+    ``causes[i]`` is 0 for a run censored at ``times[i]`` and ``k`` in ``1..n_causes`` for a run whose
+    first event was cause ``k`` at ``times[i]``. At the distinct event times ``t_j``, with ``n_j`` runs
+    at risk (time >= t_j; runs censored at ``t_j`` count as at risk, as in Kaplan–Meier) and ``d_kj``
+    events of cause k::
+
+        F_k(t) = sum_{t_j <= t} S(t_j-) * d_kj / n_j,      S(t) = prod_{t_j <= t} (1 - d_j / n_j)
+
+    with ``S`` the Kaplan–Meier curve of "no event yet" (any cause). Without censoring ``F_k`` is the
+    empirical fraction of runs whose first event was k by t. Hand-written (a dozen lines of numpy)
+    rather than ``lifelines.AalenJohansenFitter``, which would be a new dependency and breaks ties by
+    jittering the times; ``tests/analysis/test_analysis_competing.py`` checks it against a hand-worked
+    example. Returns arrays over the grid ``time`` (0 and the distinct event times): ``at_risk``,
+    ``events`` ``[n_t, n_causes]``, ``censored`` (runs censored exactly at that time), ``survival``
+    and ``cif`` ``[n_t, n_causes]`` (the values from that time until the next); events at time 0 are
+    counted in the first row.
+    """
+    t = np.asarray(times, float)
+    k = np.asarray(causes, int)
+    ok = np.isfinite(t)
+    t, k = t[ok], k[ok]
+    grid = np.unique(np.concatenate([[0.0], t[k > 0]]))
+    at_risk = (t[None, :] >= grid[:, None]).sum(1)
+    events = np.stack(
+        [((t[None, :] == grid[:, None]) & (k[None, :] == c)).sum(1) for c in range(1, n_causes + 1)], 1
+    )
+    d = events.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hazard = np.where(at_risk > 0, d / np.maximum(at_risk, 1), 0.0)
+        surv = np.cumprod(1.0 - hazard)
+        before = np.concatenate([[1.0], surv[:-1]])
+        cif = np.cumsum(
+            before[:, None] * np.where(at_risk[:, None] > 0, events / np.maximum(at_risk, 1)[:, None], 0.0), 0
+        )
+    censored = np.array([int(((t == g) & (k == 0)).sum()) for g in grid])
+    return {
+        "time": grid,
+        "at_risk": at_risk,
+        "events": events,
+        "censored": censored,
+        "survival": surv,
+        "cif": cif,
+    }

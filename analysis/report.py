@@ -1,4 +1,5 @@
-"""Exponent tables, comparisons between conditions, and the files written into the output folder.
+"""The exponents of every condition and clock, and comparisons between conditions (the Markdown and
+stdout forms of these tables are in :mod:`analysis.markdown`).
 
 ``exponents.csv`` has one row per condition and clock (``target:<a>`` or ``failure``) with the
 condition's config keys as columns and the fit of :func:`analysis.fit.fit_power_law`. Next to every
@@ -12,20 +13,26 @@ exponent stand the **theory** reference values of the square-root learning-rate 
 * ``theory`` for the failure clock: if failure tracks the accumulated ``sum eta^2`` over updates, then
   with ``K/B`` updates per response and ``eta ∝ B**p`` the sum after R responses is ``∝ R * B**(2p-1)``,
   so ``R_F ∝ B**(1-2p)``: gamma = 0 under the square-root rule (given for any power rule ``p``).
+
+The references are exponents on the ``responses`` clock; on other clocks they are left empty (on
+``optimizer_steps``, for instance, every exponent is the responses one minus 1, since steps = responses
+× K / B).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
+import zlib
 
 import numpy as np
 import pandas as pd
 
+from analysis._parallel import fork_map
 from analysis.clocks import Tables, target_label
-from analysis.fit import FitResult, difference_interval, fit_power_law
-from analysis.load import SkippedRun
+from analysis.fit import FitResult, difference_interval, fit_power_law, stratified_weights
+from analysis.gof import GoodnessOfFit, goodness_of_fit
+from analysis.joint import fit_joint
 
 STAT_COLUMNS = [
     "clock",
@@ -34,17 +41,46 @@ STAT_COLUMNS = [
     "ci_high",
     "n_runs",
     "n_censored",
+    "n_censored_failure",
+    "n_censored_budget",
+    "n_interval",
+    "n_left",
     "n_sizes",
+    "sizes_unreached",
     "prefactor",
     "sigma",
     "wald_low",
     "wald_high",
     "ci_method",
+    "inflation",
     "n_seeds_min",
     "n_resolution_limited",
     "n_boot",
     "n_boot_failed",
+    "exponent_never",
+    "ci_low_never",
+    "ci_high_never",
+    "exponent_at_failure",
+    "ci_low_at_failure",
+    "ci_high_at_failure",
+    "sensitivity_low",
+    "sensitivity_high",
+    "exponent_joint",
+    "ci_low_joint",
+    "ci_high_joint",
+    "rho_joint",
+    "lof_stat",
+    "lof_df",
+    "lof_p",
+    "aic_line",
+    "aic_broken",
+    "delta_aic",
+    "knee",
+    "slope_below",
+    "slope_above",
     "clock_unit",
+    "crossing",
+    "failure_time",
     "interpolated",
     "theory_noise_dominated",
     "theory_curvature_dominated",
@@ -65,59 +101,219 @@ def theory_values(clock: str, rule, power) -> tuple[float, float, float]:
     return (0.0, 0.5, math.nan) if sqrt_rule else (math.nan, math.nan, math.nan)
 
 
+def condition_rng(seed: int, condition: str) -> np.random.Generator:
+    """The bootstrap stream of one condition: keyed by its label, not by its position among others."""
+    return np.random.default_rng([seed, zlib.crc32(condition.encode())])
+
+
+def budget_on_clock(runs: pd.DataFrame) -> np.ndarray:
+    """Each run's budget (``train.max_responses``) on the analysis clock: exact on ``responses``, else
+    scaled by the run's own clock per response at its end; the largest final clock of the condition when
+    the budget is unknown."""
+    budget = runs["budget"].to_numpy(float)
+    final = runs["final_responses"].to_numpy(float)
+    unit = runs["clock_unit"].iloc[0] if len(runs) else "responses"
+    if unit != "responses":
+        end = runs["failure"].where(runs["failure:censored"]).to_numpy(float)  # final clock of unfailed runs
+        rate = np.nanmedian(end / final) if np.isfinite(end / final).any() else np.nan
+        budget = budget * rate
+    fallback = (
+        np.nanmax(runs[[c for c in runs.columns if c == "failure"]].to_numpy(float)) if len(runs) else np.nan
+    )
+    return np.where(np.isfinite(budget) & (budget > 0), budget, fallback)
+
+
+def _sensitivity_data(fitted: pd.DataFrame, clock: str, kind: str):
+    """Times of ``clock`` with failed-first runs treated as never reaching (``never``: right-censored at
+    the budget) or as reaching at their failure (``at_failure``: interval (last evaluation, failure])."""
+    values = fitted[clock].to_numpy(float).copy()
+    censored = fitted[f"{clock}:censored"].to_numpy(bool).copy()
+    lower = fitted[f"{clock}:lower"].to_numpy(float).copy()
+    failed_first = (fitted[f"{clock}:censored_by"] == "failure").to_numpy()
+    if kind == "never":
+        values[failed_first] = np.maximum(budget_on_clock(fitted)[failed_first], values[failed_first])
+    else:
+        at = fitted["failure"].to_numpy(float)
+        lower[failed_first] = values[failed_first]
+        values[failed_first] = np.maximum(at[failed_first], values[failed_first])
+        censored[failed_first] = False
+    return values, censored, lower
+
+
 def fit_conditions(
-    tables: Tables, n_boot: int = 1000, seed: int = 0, interpolated: bool = False
+    tables: Tables,
+    n_boot: int = 1000,
+    seed: int = 0,
+    interpolated: bool = False,
+    joint_model: bool = True,
+    jobs: int = 1,
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], FitResult]]:
-    """Fit every condition and clock; returns the exponents table and the fits (for plots)."""
+    """Fit every condition and clock; returns the exponents table and the fits (for plots).
+
+    Within a condition every clock uses the same bootstrap resamples of runs (so the replicates of two
+    targets are paired: :mod:`analysis.cross` tests a common exponent with them). Target clocks are
+    also fitted with the runs that failed first treated as never reaching the target (``*_never``) and
+    as reaching it at their failure (``*_at_failure``): the two extreme assumptions about the unseen
+    crossing of a failed run (Peterson 1976 bounds for dependent competing risks), whose intervals'
+    envelope is ``sensitivity_low/high``. The cause-specific fit (``exponent``) treats failure as
+    independent censoring; with ``joint_model`` the bivariate log-normal model of both clocks
+    (:mod:`analysis.joint`) estimates α with the correlation ρ of the two times (``*_joint``), for
+    target clocks of conditions where some run failed first. Conditions are fitted in ``jobs`` forked
+    processes (the results do not depend on it: each condition has its own bootstrap stream).
+    """
+    global _FIT_STATE
     runs = tables.runs
+    key_columns = [c for c in tables.varying_keys if c in runs.columns]
+    conditions = sorted(runs["condition"].unique())
+    _FIT_STATE = (tables, n_boot, seed, interpolated, joint_model, key_columns)
+    try:
+        parts = fork_map(_fit_condition, conditions, jobs if len(conditions) > 1 else 1)
+    finally:
+        _FIT_STATE = ()
     rows, fits = [], {}
-    key_columns = [c for c in runs.columns if c in tables.condition_keys or c.startswith("config.")]
-    for ci, (condition, group) in enumerate(runs.groupby("condition", sort=True)):
-        fitted = group[group["in_fit"]]
-        first = group.iloc[0]
-        for ki, clock in enumerate(clocks_of(tables)):
-            fit = fit_power_law(
-                fitted["B"], fitted[clock], fitted[f"{clock}:censored"], n_boot=n_boot, rng=[seed, ci, ki]
-            )
-            left_out = len(group) - len(fitted)
-            if left_out:
-                fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
-            fits[(condition, clock)] = fit
-            limited = 0
-            if clock != "failure":
-                observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
-                limited = int(observed[f"{clock}:resolution_limited"].sum())
-                if limited:
-                    fit.warnings.append(f"{limited} resolution-limited point(s)")
-            noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
-            row = {"condition": condition}
-            row.update({k: first[k] for k in key_columns})
-            row.update(
-                clock=clock,
-                exponent=fit.exponent,
-                ci_low=fit.ci_low,
-                ci_high=fit.ci_high,
-                n_runs=fit.n_runs,
-                n_censored=fit.n_censored,
-                n_sizes=fit.n_sizes,
-                prefactor=fit.prefactor,
-                sigma=fit.sigma,
-                wald_low=fit.wald_low,
-                wald_high=fit.wald_high,
-                ci_method=fit.ci_method,
-                n_seeds_min=fit.n_seeds_min,
-                n_resolution_limited=limited,
-                n_boot=fit.n_boot,
-                n_boot_failed=fit.n_boot_failed,
-                clock_unit=first["clock_unit"],
-                interpolated=interpolated and clock != "failure",
-                theory_noise_dominated=noise,
-                theory_curvature_dominated=curvature,
-                theory=theory,
-                warnings="; ".join(fit.warnings),
-            )
-            rows.append(row)
+    for part_rows, part_fits in parts:
+        rows += part_rows
+        fits.update(part_fits)
     return pd.DataFrame(rows, columns=["condition", *key_columns, *STAT_COLUMNS]), fits
+
+
+_FIT_STATE: tuple = ()  # (tables, n_boot, seed, interpolated, joint_model, key_columns) for forked workers
+
+
+def _fit_condition(condition: str) -> tuple[list[dict], dict]:
+    """Every clock of one condition (the body of :func:`fit_conditions`)."""
+    tables, n_boot, seed, interpolated, joint_model, key_columns = _FIT_STATE
+    runs = tables.runs
+    group = runs[runs["condition"] == condition]
+    crossing = tables.options.crossing_mode if tables.options else "interval"
+    rows, fits = [], {}
+    fitted = group[group["in_fit"]]
+    first = group.iloc[0]
+    B = fitted["B"].to_numpy(float)
+    W = None
+    if n_boot > 0 and len(fitted):
+        uniq = np.unique(B)
+        W = stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition))
+    for clock in clocks_of(tables):
+        is_target = clock != "failure"
+        lower = fitted[f"{clock}:lower"] if is_target else None
+        fit = fit_power_law(
+            B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
+        )
+        if is_target:
+            at_zero = int((~fitted[f"{clock}:censored"] & (fitted[clock] <= 0)).sum())
+            if at_zero:
+                fit.warnings.insert(
+                    0,
+                    f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
+                )
+        left_out = len(group) - len(fitted)
+        if left_out:
+            fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
+        fits[(condition, clock)] = fit
+        limited = by_failure = by_budget = 0
+        sens = {}
+        if is_target:
+            observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
+            limited = int(observed[f"{clock}:resolution_limited"].sum())
+            if limited and crossing != "interval":
+                fit.warnings.append(f"{limited} resolution-limited point(s)")
+            cause = fitted[f"{clock}:censored_by"]
+            by_failure, by_budget = int((cause == "failure").sum()), int((cause == "budget").sum())
+            for kind in ("never", "at_failure"):
+                if by_failure:
+                    v, c, lo = _sensitivity_data(fitted, clock, kind)
+                    other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W)
+                    fits[(condition, f"{clock}:{kind}")] = other
+                else:
+                    other = fit
+                sens[kind] = other
+        else:
+            by_budget = int(fitted["failure:censored"].sum())
+        gof = (
+            goodness_of_fit(B, fitted[clock], fitted[f"{clock}:censored"], lower if is_target else None)
+            if np.isfinite(fit.exponent)
+            else GoodnessOfFit(note="exponent not identified")
+        )
+        joint = {}
+        if is_target and by_failure and joint_model:
+            joint = fit_joint(
+                B,
+                fitted[clock],
+                fitted[f"{clock}:censored"],
+                fitted[f"{clock}:lower"],
+                fitted["failure"],
+                fitted["failure:censored"],
+            )
+            if joint.get("message"):
+                fit.warnings.append(f"joint model: {joint['message']}")
+        lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
+        highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
+        noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
+        if first["clock_unit"] != "responses":  # the references are exponents on the responses clock
+            noise = curvature = theory = math.nan
+        row = {"condition": condition}
+        row.update({k: first[k] for k in key_columns})
+        row.update(
+            clock=clock,
+            exponent=fit.exponent,
+            ci_low=fit.ci_low,
+            ci_high=fit.ci_high,
+            n_runs=fit.n_runs,
+            n_censored=fit.n_censored,
+            n_censored_failure=by_failure,
+            n_censored_budget=by_budget,
+            n_interval=fit.n_interval,
+            n_left=fit.n_left,
+            n_sizes=fit.n_sizes,
+            sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
+            prefactor=fit.prefactor,
+            sigma=fit.sigma,
+            wald_low=fit.wald_low,
+            wald_high=fit.wald_high,
+            ci_method=fit.ci_method,
+            inflation=fit.inflation,
+            n_seeds_min=fit.n_seeds_min,
+            n_resolution_limited=limited,
+            n_boot=fit.n_boot,
+            n_boot_failed=fit.n_boot_failed,
+            exponent_never=sens["never"].exponent if sens else math.nan,
+            ci_low_never=sens["never"].ci_low if sens else math.nan,
+            ci_high_never=sens["never"].ci_high if sens else math.nan,
+            exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
+            ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
+            ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
+            sensitivity_low=_nan_extreme(lows, np.nanmin),
+            sensitivity_high=_nan_extreme(highs, np.nanmax),
+            exponent_joint=joint.get("alpha", math.nan),
+            ci_low_joint=joint.get("ci_low", math.nan),
+            ci_high_joint=joint.get("ci_high", math.nan),
+            rho_joint=joint.get("rho", math.nan),
+            lof_stat=gof.lof_stat,
+            lof_df=gof.lof_df,
+            lof_p=gof.lof_p,
+            aic_line=gof.aic_line,
+            aic_broken=gof.aic_broken,
+            delta_aic=gof.delta_aic,
+            knee=gof.knee,
+            slope_below=gof.slope_below,
+            slope_above=gof.slope_above,
+            clock_unit=first["clock_unit"],
+            crossing=crossing if is_target else "exact",
+            failure_time=tables.options.failure_time if tables.options else "onset",
+            interpolated=(interpolated or crossing == "interpolate") and is_target,
+            theory_noise_dominated=noise,
+            theory_curvature_dominated=curvature,
+            theory=theory,
+            warnings="; ".join(fit.warnings),
+        )
+        rows.append(row)
+    return rows, fits
+
+
+def _nan_extreme(values: list[float], func) -> float:
+    arr = np.asarray(values, float)
+    return float(func(arr)) if (~np.isnan(arr)).any() else math.nan
 
 
 def compare_conditions(
@@ -189,153 +385,3 @@ def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return a == b or (a is None and b is None)
-
-
-def _f(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float) and math.isinf(value):
-        return "∞" if value > 0 else "-∞"
-    if isinstance(value, float):
-        return (
-            f"{value:.{digits}g}" if abs(value) >= 1000 or (0 < abs(value) < 1e-3) else f"{value:.{digits}f}"
-        )
-    return str(value)
-
-
-def exponent_table(exponents: pd.DataFrame, varying: list[str]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the human-readable exponent table (varying keys only)."""
-    header = [
-        *(varying or ["condition"]),
-        "clock",
-        "exponent",
-        "95% CI",
-        "Wald CI",
-        "runs",
-        "censored",
-        "sizes",
-        "theory (sqrt rule)",
-    ]
-    body = []
-    for r in exponents.to_dict("records"):
-        if r["clock"] == "failure":
-            theory = f"γ≈{_f(r['theory'], 2)}" if np.isfinite(r["theory"]) else "–"
-        elif np.isfinite(r["theory_noise_dominated"]):
-            theory = f"α→{_f(r['theory_noise_dominated'], 1)} (noise) / {_f(r['theory_curvature_dominated'], 1)} (curv.)"
-        else:
-            theory = "–"
-        body.append(
-            [
-                *([str(r[k]) for k in varying] if varying else [str(r["condition"])]),
-                r["clock"],
-                _f(r["exponent"]),
-                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" + (" (Wald)" if r["ci_method"] == "wald" else ""),
-                f"[{_f(r['wald_low'])}, {_f(r['wald_high'])}]",
-                str(r["n_runs"]),
-                str(r["n_censored"]),
-                str(r["n_sizes"]),
-                theory,
-            ]
-        )
-    return header, body
-
-
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    esc = [[c.replace("|", "\\|") for c in row] for row in [header, *rows]]
-    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
-    return "\n".join(lines)
-
-
-def plain_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
-def write_report(
-    out: Path,
-    source: str,
-    tables: Tables,
-    exponents: pd.DataFrame,
-    comparisons: pd.DataFrame,
-    skipped: list[SkippedRun],
-    messages: list[str],
-    options: dict,
-    plots: list[str],
-) -> str:
-    """Write ``report.md`` and return its text."""
-    runs = tables.runs
-    n_limited = int(sum(runs[f"{target_label(a)}:resolution_limited"].sum() for a in tables.targets))
-    lines = [
-        "# Two-clock scaling fits",
-        "",
-        f"Source: `{source}`; clock: **{options.get('clock', 'responses')}**; "
-        f"bootstrap resamples: {options.get('n_boot')}; targets: {', '.join(f'{a:g}' for a in tables.targets)}.",
-        "",
-        f"- runs analysed: {len(runs)} (in fits: {int(runs['in_fit'].sum())}, "
-        f"incomplete: {int(runs['incomplete'].sum())}); skipped: {len(skipped)}",
-        f"- conditions: {runs['condition'].nunique()} (keys that differ: {', '.join(tables.varying_keys) or 'none'})",
-        f"- resolution-limited target points: {n_limited}; runs disagreeing with summary.json: "
-        f"{int(runs['summary_mismatch'].sum())}",
-    ]
-    if options.get("interpolate"):
-        lines.append("- responses-to-target **linearly interpolated** between evaluations (not the default)")
-    lines += [f"- note: {m}" for m in messages]
-    header, body = exponent_table(exponents, tables.varying_keys)
-    lines += [
-        "",
-        "## Exponents",
-        "",
-        "R_T(B) = c·B^α per target and R_F(B) = d·B^γ, censored log-normal (Tobit) maximum likelihood; "
-        "95 % CI by bootstrap over seeds within each B. The last column is **theory**, not a measurement: "
-        "the square-root rule's reference values (α → 0 noise-dominated, α → 0.5 curvature-dominated; "
-        "γ ≈ 0 when failure tracks Σ η²).",
-        "",
-        markdown_table(header, body),
-    ]
-    warned = exponents[exponents["warnings"].astype(bool)]
-    if len(warned):
-        lines += ["", "### Warnings", ""]
-        lines += [f"- `{r.condition}` {r.clock}: {r.warnings}" for r in warned.itertuples()]
-    if len(comparisons):
-        lines += ["", "## Comparisons between conditions", ""]
-        rows = [
-            [
-                r.clock,
-                f"{r.differs_in}: {r.value_a} → {r.value_b}",
-                _f(r.exponent_a),
-                _f(r.exponent_b),
-                _f(r.difference),
-                f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
-                "<0.001" if r.p_boot < 0.001 else _f(r.p_boot),
-            ]
-            for r in comparisons.itertuples()
-        ]
-        lines.append(markdown_table(["clock", "change", "a", "b", "b − a", "95% CI", "p (bootstrap)"], rows))
-    if skipped:
-        lines += ["", "## Skipped runs", ""]
-        lines += [f"- `{s.run}`: {s.reason}" for s in skipped]
-    flagged = runs[runs["notes"].astype(bool)]
-    if len(flagged):
-        lines += ["", "## Runs with notes", ""]
-        lines += [f"- `{r.run}` ({r.state}): {r.notes}" for r in flagged.itertuples()]
-    if plots:
-        lines += ["", "## Plots", ""]
-        lines += [f"![{p}]({p})" for p in plots if p.endswith(".png")]
-    lines += [
-        "",
-        "## Method",
-        "",
-        "Responses-to-target is the clock at the first evaluation with accuracy ≥ target (no interpolation "
-        "unless stated above); runs that never reach it are right-censored at their last evaluation. "
-        "Responses-to-failure is the clock at the recorded failure; runs that never fail are right-censored "
-        "at their final clock. Both are recomputed from metrics.jsonl and checked against summary.json. "
-        "The fit is log R = log c + α log B + σ ε, ε ~ N(0,1), with censored runs entering through their "
-        "log-survival (log-normal accelerated failure time). Bootstrap replicates are inflated by the "
-        "within-size resampling correction sqrt(n/(n−1)); see `analysis/fit.py` and `docs/analysis.md`.",
-        "",
-    ]
-    text = "\n".join(lines)
-    (out / "report.md").write_text(text)
-    return text

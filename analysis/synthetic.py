@@ -11,15 +11,28 @@ exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json
 Model of one run with rollout size B (seed i):
 
 * time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)``, validation accuracy
-  ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses, so the
-  continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
-  with ``kappa(a) = -log(1 - (a - acc_start) / (acc_max - acc_start))`` and ``a0`` the first target:
-  every target has exponent ``alpha``, the first one prefactor ``c``;
-* failure at ``d * B**gamma * exp(failure_sigma * eps')`` responses (``gamma=None``: never fails);
-* rollouts of B responses until ``train.max_responses`` (budget-based censoring) or the failure;
-  an evaluation at step 0, at the first rollout boundary past every multiple of ``eval_every``
-  responses, and at the end; a failing run stops at the rollout where the detector fires, before its
-  evaluation. Measured clocks are therefore quantised to the evaluation grid, like real ones.
+  ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses (or, with
+  ``curve="sigmoid"``, ScaleRL's ``acc_start + (acc_max - acc_start) / (1 + (s / r)**curve_b)``), so
+  the continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
+  with ``kappa(a) = -log(1 - f)`` (sigmoid: ``(f / (1 - f))**(1 / curve_b)``),
+  ``f = (a - acc_start) / (acc_max - acc_start)`` and ``a0`` the first target: every target has
+  exponent ``alpha``, the first one prefactor ``c``;
+* failure onset at ``d * B**gamma * exp(failure_sigma * eps')`` responses (``gamma=None``: never
+  fails), with ``eps' = rho * eps + sqrt(1 - rho**2) * eps''``: ``rho`` is the correlation between the
+  log time to target and the log time to failure (competing risks that are not independent);
+* rollouts of B responses until ``train.max_responses`` (budget-based censoring) or the failure; the
+  detector fires ``detection_delay`` rollouts after the onset rollout (``status.json`` carries both,
+  as the trainer does); an evaluation at step 0, at the first rollout boundary past every scheduled
+  point (every ``eval_every`` responses, or geometric ``eval_every * eval_growth**k`` when
+  ``eval_growth > 1``), and at the end; a failing run stops at the rollout where the detector fires,
+  before its evaluation. Measured clocks are therefore quantised to the evaluation grid, like real ones;
+* training rows carry the gradient-noise instruments (``noise/grad_norm_sq``, ``noise/trace_cov``,
+  ``noise/snr``, ``noise/b_noise``) as the trainer's K-minibatch estimator gives them: per rollout,
+  unbiased but noisy, for a true noise scale ``b_noise`` (tr Sigma / |G|^2, in responses).
+
+``truth`` holds, per run, the continuous times (``target:<a>_true``, ``failure_true``) and the measured
+ones as the analysis should find them (``target:<a>`` = (value, censored), ``target:<a>:lower`` = the
+clock of the last evaluation below the target before the crossing, ``failure`` = (onset, censored)).
 """
 
 from __future__ import annotations
@@ -46,14 +59,20 @@ class SyntheticSpec:
     gamma: float | None = 0.0  # exponent of responses-to-failure; None: no run fails
     failure_prefactor: float = 20000.0  # d: median responses to failure is d * B**gamma
     failure_sigma: float = 0.4  # log-normal scatter of responses-to-failure
+    rho: float = 0.0  # correlation of log time to target and log time to failure
+    detection_delay: int = 0  # rollouts from failure onset to the detector's decision
+    b_noise: float | None = 200.0  # true gradient-noise scale tr Sigma / |G|^2 (None: no noise/ rows)
     targets: tuple[float, ...] = (0.3, 0.5)  # eval.targets
     budget: int = 30000  # train.max_responses: runs still going there are censored
     eval_every: int = 256  # eval.every_responses
+    eval_growth: float = 1.0  # > 1: geometric evaluation schedule eval_every * eval_growth**k
     group_size: int = 8  # G (P = B / G)
     steps_per_rollout: int = 8  # K
     acc_start: float = 0.05  # accuracy at step 0
     acc_max: float = 0.8  # accuracy plateau
     acc_noise: float = 0.0  # sd of additive noise on each evaluation (0: smooth curves)
+    curve: str = "exponential"  # accuracy curve: "exponential" saturation or ScaleRL's "sigmoid"
+    curve_b: float = 1.5  # the sigmoid's exponent b (curve="sigmoid")
     seed: int = 0  # random seed of the whole sweep
     overrides: tuple[tuple[str, Any], ...] = ()  # dotted config keys setting the condition
     sweep: str = "synthetic"  # run.sweep (the wandb group)
@@ -70,9 +89,12 @@ class SyntheticRun:
 
 
 def _kappa(a: float, spec: SyntheticSpec) -> float:
+    """Crossing time of target ``a`` in units of the run's time scale."""
     frac = (a - spec.acc_start) / (spec.acc_max - spec.acc_start)
     if not 0 < frac < 1:
         raise ValueError(f"target {a} outside (acc_start, acc_max)")
+    if spec.curve == "sigmoid":
+        return (frac / (1 - frac)) ** (1 / spec.curve_b)
     return -math.log1p(-frac)
 
 
@@ -134,14 +156,12 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
     runs = []
     for size in spec.sizes:
         for seed in range(spec.seeds):
-            rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * rng.standard_normal())
+            eps = rng.standard_normal()
+            eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * rng.standard_normal()
+            rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * eps)
             rf = math.inf
             if spec.gamma is not None:
-                rf = (
-                    spec.failure_prefactor
-                    * size**spec.gamma
-                    * math.exp(spec.failure_sigma * rng.standard_normal())
-                )
+                rf = spec.failure_prefactor * size**spec.gamma * math.exp(spec.failure_sigma * eps_f)
             noise_seed = int(rng.integers(2**31))
             runs.append(_one_run(spec, size, seed, rt0 / kappas[0], rf, kappas, noise_seed))
     return runs
@@ -152,9 +172,11 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
     rng = np.random.default_rng(noise_seed)
     lr = config["lr"]["ref_lr"] * (size / config["lr"]["ref_responses"]) ** config["lr"]["power"]
     n_rollouts = math.ceil(spec.budget / size)
-    fail_at = math.ceil(rf / size) if math.isfinite(rf) else None
+    onset_at = math.ceil(rf / size) if math.isfinite(rf) else None
+    fail_at = onset_at + spec.detection_delay if onset_at is not None else None
     failed = fail_at is not None and fail_at <= n_rollouts
     last = fail_at if failed else n_rollouts
+    schedule = _eval_schedule(spec)
     tokens_per_response = 24.0 * math.exp(0.1 * rng.standard_normal())
 
     def clocks(k: int, n_evals: int) -> dict[str, Any]:
@@ -170,7 +192,11 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         }
 
     def accuracy(r: float) -> float:
-        value = spec.acc_start + (spec.acc_max - spec.acc_start) * (1 - math.exp(-r / scale))
+        if spec.curve == "sigmoid":  # ScaleRL's R0 + (A - R0) / (1 + (C_mid / C)^b), C_mid = scale
+            shape = 1 / (1 + (scale / r) ** spec.curve_b) if r > 0 else 0.0
+        else:
+            shape = 1 - math.exp(-r / scale)
+        value = spec.acc_start + (spec.acc_max - spec.acc_start) * shape
         if spec.acc_noise:
             value += spec.acc_noise * rng.standard_normal()
         return float(min(max(value, 0.0), 1.0))
@@ -183,26 +209,36 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         n_evals += 1
         acc = accuracy(k * size)
         row = clocks(k, n_evals)
-        row.update({"eval/accuracy": acc, "eval/reward": acc, "eval/length": 12.0, "eval/entropy": 0.5})
+        row.update(
+            {
+                "eval/accuracy": acc,
+                "eval/reward": acc,
+                "eval/length": 12.0,
+                "eval/entropy": 0.5,
+                "eval/responses": 128,
+            }
+        )
         rows.append(row)
 
     evaluate(0)
     for k in range(1, last + 1):
         fails_now = failed and k == last
-        due = (k * size) // spec.eval_every > ((k - 1) * size) // spec.eval_every or k == n_rollouts
+        after_onset = onset_at is not None and k >= onset_at
+        due = _crosses(schedule, (k - 1) * size, k * size) or k == n_rollouts
         if spec.train_rows == "all" or due or fails_now:
             reward = accuracy(k * size)
             row = clocks(k, n_evals)
             row.update(
                 {
-                    "train/reward_mean": 0.0 if fails_now else reward,
+                    "train/reward_mean": 0.0 if after_onset else reward,
                     "loss/policy": -0.01,
                     "opt/lr": lr,
-                    "noise/snr": 1.0 / math.sqrt(size),
                     "rollout/response_length": tokens_per_response,
                     "perf/rollout_seconds": 0.5 + 0.01 * size,
                 }
             )
+            if spec.b_noise is not None:
+                row.update(_noise_row(spec, size, k, rng))
             rows.append(row)
         if fails_now:
             break
@@ -213,11 +249,15 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
     final = rows[-1]["responses"]
     targets, truth = {}, {"B": size, "seed": seed, "failure_true": rf}
     for a, kappa in zip(spec.targets, kappas):
-        hit = next((r["responses"] for r in evals if r["eval/accuracy"] >= a), None)
+        idx = next((i for i, r in enumerate(evals) if r["eval/accuracy"] >= a), None)
+        hit = evals[idx]["responses"] if idx is not None else None
         targets[f"{a:g}"] = {"responses": hit, "reached": hit is not None}
         truth[f"target:{a:g}_true"] = scale * kappa
         truth[f"target:{a:g}"] = (hit if hit is not None else evals[-1]["responses"], hit is None)
-    truth["failure"] = (final, not failed)
+        truth[f"target:{a:g}:lower"] = evals[idx - 1]["responses"] if idx else (0 if idx == 0 else math.nan)
+    onset = onset_at * size if failed else None
+    truth["failure"] = (onset if failed else final, not failed)
+    truth["failure:detection"] = final if failed else None
     failure = None
     if failed:
         failure = {
@@ -225,6 +265,8 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
             "reason": "train/reward_mean fell",
             "responses": final,
             "rollout": last,
+            "onset_responses": onset,
+            "onset_rollout": onset_at,
         }
     status = {
         "state": "failed" if failed else "completed",
@@ -244,10 +286,61 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
             "minibatch_responses": size // spec.steps_per_rollout,
         },
         "targets": targets,
-        "failure": {"responses": final if failed else None, "failed": failed},
+        "failure": {"responses": final if failed else None, "failed": failed, "onset_responses": onset},
         "final": {"responses": final, "eval/accuracy": evals[-1]["eval/accuracy"]},
     }
     return SyntheticRun(config, rows, status, summary, truth)
+
+
+def _eval_schedule(spec: SyntheticSpec) -> np.ndarray:
+    """Scheduled evaluation points in responses (the trainer evaluates at the first rollout past each)."""
+    if spec.eval_growth > 1:
+        n = int(math.log(max(spec.budget / spec.eval_every, 1.0)) / math.log(spec.eval_growth)) + 2
+        points = spec.eval_every * spec.eval_growth ** np.arange(n)
+    else:
+        points = spec.eval_every * np.arange(1, spec.budget // spec.eval_every + 2)
+    return np.asarray(points, float)
+
+
+def _crosses(schedule: np.ndarray, before: float, now: float) -> bool:
+    """A scheduled point lies in ``(before, now]``."""
+    return bool(
+        np.searchsorted(schedule, now, side="right") > np.searchsorted(schedule, before, side="right")
+    )
+
+
+def _noise_row(spec: SyntheticSpec, size: int, k: int, rng: np.random.Generator) -> dict[str, float]:
+    """Per-rollout noise instruments as the K-minibatch estimator gives them (rlvr_scaling/noise.py):
+    ``tr Sigma`` estimated from K minibatch gradients (chi-square with K - 1 degrees of freedom around
+    the truth), ``|G|^2`` unbiased with the estimator's sampling noise, NaN when K = 1."""
+    K = spec.steps_per_rollout
+    if K < 2:
+        return {
+            name: math.nan for name in ("noise/grad_norm_sq", "noise/trace_cov", "noise/snr", "noise/b_noise")
+        }
+    grad_sq = 1e-3 * math.exp(-k * size / (4.0 * spec.budget))  # the gradient shrinks as training goes
+    trace = spec.b_noise * grad_sq
+    b = size / K
+    trace_hat = trace * rng.chisquare(K - 1) / (K - 1)
+    grad_hat = grad_sq + math.sqrt(2.0 / K) * (trace / b) * rng.standard_normal()
+    return {
+        "noise/grad_norm_sq": grad_hat,
+        "noise/trace_cov": trace_hat,
+        "noise/snr": grad_hat / (trace_hat / b) if trace_hat > 0 else math.inf,
+        "noise/b_noise": trace_hat / grad_hat if grad_hat > 0 else math.inf,
+    }
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Non-finite floats as the trainer writes them (``"nan"``, ``"inf"``, ``"-inf"``: JSON has none)."""
+    return {
+        k: (
+            ("nan" if math.isnan(v) else "inf" if v > 0 else "-inf")
+            if isinstance(v, float) and not math.isfinite(v)
+            else v
+        )
+        for k, v in row.items()
+    }
 
 
 def write_run_dirs(runs: list[SyntheticRun], out: Path) -> list[Path]:
@@ -260,7 +353,7 @@ def write_run_dirs(runs: list[SyntheticRun], out: Path) -> list[Path]:
         text = yaml.safe_dump(run.config, sort_keys=False)
         (path / "config.yaml").write_text(text)
         (path / ".hydra" / "config.yaml").write_text(text)
-        (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in run.rows))
+        (path / "metrics.jsonl").write_text("".join(json.dumps(_json_row(r)) + "\n" for r in run.rows))
         (path / "status.json").write_text(json.dumps(run.status, indent=1))
         (path / "summary.json").write_text(json.dumps(run.summary, indent=1))
         paths.append(path)
@@ -335,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-failure", action="store_true", help="runs never fail")
     p.add_argument("--failure-prefactor", type=float, default=d.failure_prefactor)
     p.add_argument("--failure-sigma", type=float, default=d.failure_sigma)
+    p.add_argument("--rho", type=float, default=d.rho, help="correlation of log R_T and log R_F")
+    p.add_argument("--detection-delay", type=int, default=d.detection_delay, help="rollouts onset->detection")
+    p.add_argument("--b-noise", type=float, default=d.b_noise, help="true gradient-noise scale")
+    p.add_argument("--eval-growth", type=float, default=d.eval_growth, help=">1: geometric evaluations")
     p.add_argument("--sizes", type=int, nargs="+", default=list(d.sizes), help="rollout sizes B")
     p.add_argument("--seeds", type=int, default=d.seeds, help="runs per size")
     p.add_argument("--targets", type=float, nargs="+", default=list(d.targets))
@@ -360,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
         gamma=None if args.no_failure else args.gamma,
         failure_prefactor=args.failure_prefactor,
         failure_sigma=args.failure_sigma,
+        rho=args.rho,
+        detection_delay=args.detection_delay,
+        b_noise=args.b_noise,
+        eval_growth=args.eval_growth,
         targets=tuple(args.targets),
         budget=args.budget,
         eval_every=args.eval_every,

@@ -45,12 +45,31 @@ def test_writes_every_output(study):
         "comparisons.csv",
         "skipped.csv",
         "report.md",
+        "incidence.csv",
+        "incidence_summary.csv",
+        "common_exponent.csv",
+        "noise_scale.csv",
+        "sigmoid.csv",
     ):
         assert name in names
     for condition in ("lr.ref_lr=1e-06", "lr.ref_lr=1e-05"):
-        for stem in ("rt_vs_B", "rf_vs_B", "accuracy_vs_responses", "survival_failure"):
+        for stem in (
+            "rt_vs_B",
+            "rf_vs_B",
+            "accuracy_vs_responses",
+            "accuracy_vs_compute",
+            "survival_failure",
+            "incidence",
+            "residuals",
+        ):
             for fmt in ("png", "pdf"):
                 assert f"{stem}_{condition}.{fmt}" in names
+    for stem in ("alpha_gamma_vs_eta_ref", "rt_vs_B_all_0.3", "rt_vs_B_all_0.5", "exponents_vs_target"):
+        assert f"{stem}.png" in names and f"{stem}.pdf" in names
+    from PIL import Image
+
+    with Image.open(out / "alpha_gamma_vs_eta_ref.png") as img:  # 300 dpi
+        assert round(img.info["dpi"][0]) == 300
     runs = pd.read_csv(out / "runs.csv")
     parquet = pd.read_parquet(out / "runs.parquet")
     assert len(runs) == 24 and list(parquet.columns) == list(runs.columns)
@@ -79,6 +98,12 @@ def test_exponents_contract_and_recovery(study):
     exps = pd.read_csv(out / "exponents.csv")
     assert list(exps.columns[: exps.columns.get_loc("clock")])[:1] == ["condition"]
     assert set(EXPONENT_COLUMNS) <= set(exps.columns) and "lr.ref_lr" in exps.columns
+    assert list(exps.columns[1 : exps.columns.get_loc("clock")]) == ["lr.ref_lr"]  # only the varying key
+    assert {"n_censored_failure", "n_censored_budget", "exponent_never", "sensitivity_low", "lof_p"} <= set(
+        exps.columns
+    )
+    assert {"delta_aic", "noise_exponent", "noise_agrees", "crossing", "failure_time"} <= set(exps.columns)
+    assert (exps[exps["clock"] != "failure"]["crossing"] == "interval").all()
     assert {"prefactor", "sigma", "wald_low", "wald_high", "n_seeds_min", "warnings"} <= set(exps.columns)
     assert {"theory_noise_dominated", "theory_curvature_dominated", "theory"} <= set(exps.columns)
     assert len(exps) == 2 * 3 and set(exps["clock"]) == {"target:0.3", "target:0.5", "failure"}
@@ -102,6 +127,21 @@ def test_comparison_report_and_stdout(study, capsys):
     assert row["ci_low"] <= 0.44 - 0.15 <= row["ci_high"]
     report = (out / "report.md").read_text()
     assert "## Exponents" in report and "theory" in report and "broken_run" in report
+    for section in (
+        "## Reaching the target before failing (Aalen–Johansen)",
+        "## A common α across targets",
+        "## Noise-scale prediction beside the fit",
+        "## Goodness of fit",
+        "## Accuracy against compute (ScaleRL sigmoid)",
+        "## Symbols",
+    ):
+        assert section in report
+    assert "agree" in report  # the noise-scale verdict
+    inc = pd.read_csv(out / "incidence_summary.csv")
+    assert len(inc) == 2 * 4 * 2  # conditions x sizes x targets
+    assert (inc["n_reached"] + inc["n_failed_first"] + inc["n_censored_budget"] == inc["n_runs"]).all()
+    noise = pd.read_csv(out / "noise_scale.csv")
+    assert (noise[noise["level"] == "condition"]["b_noise"] > 0).all()
     assert "![rt_vs_B_lr.ref_lr=1e-06.png](rt_vs_B_lr.ref_lr=1e-06.png)" in report
 
 
@@ -131,3 +171,45 @@ def test_synthetic_cli_then_analyze(tmp_path: Path, capsys):
     exps = pd.read_csv(tmp_path / "o" / "exponents.csv").set_index("clock")
     assert exps.loc["failure", "n_censored"] == exps.loc["failure", "n_runs"] == 6
     assert exps.loc["target:0.3", "clock_unit"] == "tokens"
+
+
+def test_one_size_source_gives_a_clear_message(tmp_path: Path, capsys):
+    write_sweep(tmp_path / "one", SyntheticSpec(sizes=(64,), seeds=3, seed=4))
+    out = tmp_path / "o"
+    assert main([str(tmp_path / "one"), "--out", str(out), "--no-plots", "--bootstrap", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "single rollout size (B = 64)" in printed and "single condition" in printed
+    assert "single rollout size" in (out / "report.md").read_text()
+    assert len(pd.read_csv(out / "runs.csv")) == 3
+
+
+def test_crossing_and_failure_time_options(tmp_path: Path):
+    write_sweep(tmp_path / "s", SyntheticSpec(sizes=(32, 64, 128), seeds=2, seed=5, detection_delay=3))
+    for extra, crossing, failure_time in (
+        ([], "interval", "onset"),
+        (["--exact-crossings", "--failure-time", "detection"], "exact", "detection"),
+        (["--interpolate"], "interpolate", "onset"),
+    ):
+        out = tmp_path / f"o{crossing}"
+        argv = [
+            str(tmp_path / "s"),
+            "--out",
+            str(out),
+            "--no-plots",
+            "--no-sigmoid",
+            "--bootstrap",
+            "0",
+            *extra,
+        ]
+        assert main(argv) == 0
+        exps = pd.read_csv(out / "exponents.csv").set_index("clock")
+        assert (
+            exps.loc["target:0.3", "crossing"] == crossing
+            and exps.loc["failure", "failure_time"] == failure_time
+        )
+        runs = pd.read_csv(out / "runs.csv")
+        failed = runs[~runs["failure:censored"]]
+        chosen = failed["failure:onset"] if failure_time == "onset" else failed["failure:detection"]
+        assert len(failed) and (failed["failure"] == chosen).all()
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "s"), "--exact-crossings", "--interpolate"])

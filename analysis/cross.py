@@ -1,0 +1,126 @@
+"""Across conditions: a common exponent across targets, and exponents against a varied key.
+
+**Common α across targets** (per condition). The targets of one condition are measured on the same
+runs, so their exponents are correlated; :func:`analysis.report.fit_conditions` fits every clock of a
+condition on the same bootstrap resamples of runs, which gives the joint sampling covariance ``Σ`` of
+the k target exponents ``α̂`` (replicates where all k are identified). The common exponent is the
+minimum-distance (generalised least squares) combination
+
+    α_c = 1ᵀ Σ⁻¹ α̂ / 1ᵀ Σ⁻¹ 1,        se(α_c) = (1ᵀ Σ⁻¹ 1)^(-1/2)
+
+and the test of a common α is its Wald / minimum-distance statistic
+``χ² = (α̂ - α_c 1)ᵀ Σ⁻¹ (α̂ - α_c 1)`` on ``k - 1`` degrees of freedom (e.g. Cameron & Trivedi,
+*Microeconometrics*, §6.7). The interval of ``α_c`` is the percentile interval of the same weights
+applied to the bootstrap replicates. This replaces a likelihood-ratio test, which would need the joint
+likelihood of a run's crossing times of several targets (they are strongly dependent: one curve).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.clocks import Tables, target_label
+from analysis.fit import FitResult
+
+COMMON_COLUMNS = [
+    "condition",
+    "targets",
+    "n_targets",
+    "exponents",
+    "exponent_common",
+    "ci_low",
+    "ci_high",
+    "se",
+    "chi2",
+    "df",
+    "p_common",
+    "weights",
+    "n_boot_used",
+    "note",
+]
+
+
+def common_exponent(fits: list[FitResult]) -> dict:
+    """GLS common exponent of several targets' fits with paired bootstrap replicates (module docstring)."""
+    use = [f for f in fits if np.isfinite(f.exponent) and f.boot_slopes.size]
+    out = {"n_targets": len(use), "note": ""}
+    if len(use) < 2:
+        out["note"] = "needs two targets with an identified exponent and bootstrap replicates"
+        return out
+    m = min(f.boot_slopes.size for f in use)
+    reps = np.stack([f.boot_slopes[:m] for f in use], 1)  # [m, k]
+    finite = np.isfinite(reps).all(1)
+    out["n_boot_used"] = int(finite.sum())
+    if finite.sum() < 50:
+        out["note"] = f"only {int(finite.sum())} resamples with every target identified"
+        return out
+    est = np.array([f.exponent for f in use])
+    cov = np.cov(reps[finite], rowvar=False)
+    inv = np.linalg.pinv(cov)
+    one = np.ones(len(use))
+    info = float(one @ inv @ one)
+    if not info > 0:
+        out["note"] = "degenerate bootstrap covariance"
+        return out
+    w = inv @ one / info
+    common = float(w @ est)
+    resid = est - common
+    chi2 = float(max(resid @ inv @ resid, 0.0))
+    df = len(use) - 1
+    q = np.quantile(reps[finite] @ w, [0.025, 0.975])
+    out.update(
+        exponents=" ".join(f"{e:.4f}" for e in est),
+        exponent_common=common,
+        ci_low=float(q[0]),
+        ci_high=float(q[1]),
+        se=1 / math.sqrt(info),
+        chi2=chi2,
+        df=df,
+        p_common=float(stats.chi2.sf(chi2, df)),
+        weights=" ".join(f"{x:.3f}" for x in w),
+    )
+    return out
+
+
+def common_exponent_table(tables: Tables, fits: dict) -> pd.DataFrame:
+    """One row per condition with two or more targets: the common α and the test of equality."""
+    rows = []
+    if len(tables.targets) < 2:
+        return pd.DataFrame(columns=COMMON_COLUMNS)
+    for condition in sorted(tables.runs["condition"].unique()):
+        labels = [target_label(a) for a in tables.targets]
+        got = [(a, fits.get((condition, label))) for a, label in zip(tables.targets, labels)]
+        got = [(a, f) for a, f in got if f is not None and np.isfinite(f.exponent)]
+        res = common_exponent([f for _, f in got])
+        res["condition"] = condition
+        res["targets"] = " ".join(f"{a:g}" for a, _ in got)
+        rows.append(res)
+    return pd.DataFrame(rows, columns=COMMON_COLUMNS)
+
+
+def numeric(values) -> bool:
+    try:
+        arr = np.asarray([float(v) for v in values], float)
+    except (TypeError, ValueError):
+        return False
+    return bool(np.isfinite(arr).all())
+
+
+def series_by_key(exponents: pd.DataFrame, key: str, varying: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """Rows of the exponents table split into series along ``key``: one series per combination of the
+    other varying keys, each sorted by ``key`` (numerically when it is numeric)."""
+    others = [k for k in varying if k != key and k in exponents.columns]
+    out = []
+    groups = exponents.groupby(others, dropna=False, sort=True) if others else [((), exponents)]
+    for values, group in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        if numeric(group[key]):
+            group = group.assign(_x=group[key].astype(float)).sort_values("_x")
+        else:
+            group = group.assign(_x=group[key].astype(str)).sort_values("_x")
+        out.append((dict(zip(others, values)), group))
+    return out

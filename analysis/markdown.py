@@ -1,0 +1,432 @@
+"""The human-readable outputs: the exponent table printed on stdout and ``report.md``.
+
+``report.md`` gathers, for a reader who has not seen the code: counts of runs and why some were left
+out, the exponents with the theory references, warnings for sizes where no run reached a target, the
+competing-risk sensitivity (bounds and the joint model), the Aalen–Johansen incidences, the common
+exponent across targets, the noise-scale verdicts, goodness of fit, the sigmoid fits, comparisons,
+skipped and flagged runs, the figures and the table of symbols.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.clocks import Tables, target_label
+from analysis.load import SkippedRun
+from analysis.symbols import SYMBOLS, symbol, value_text
+
+
+def _f(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if isinstance(value, float):
+        return (
+            f"{value:.{digits}g}" if abs(value) >= 1000 or (0 < abs(value) < 1e-3) else f"{value:.{digits}f}"
+        )
+    return str(value)
+
+
+def exponent_table(exponents: pd.DataFrame, varying: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the human-readable exponent table (varying keys only, named by symbol)."""
+    header = [
+        *([symbol(k) for k in varying] or ["condition"]),
+        "clock",
+        "exponent",
+        "95% CI",
+        "Wald CI",
+        "runs",
+        "censored (failure/budget)",
+        "sizes",
+        "theory (sqrt rule)",
+    ]
+    body = []
+    for r in exponents.to_dict("records"):
+        if r["clock"] == "failure":
+            theory = f"γ≈{_f(r['theory'], 2)}" if np.isfinite(r["theory"]) else "–"
+        elif np.isfinite(r["theory_noise_dominated"]):
+            theory = f"α→{_f(r['theory_noise_dominated'], 1)} (noise) / {_f(r['theory_curvature_dominated'], 1)} (curv.)"
+        else:
+            theory = "–"
+        body.append(
+            [
+                *([value_text(r[k]) for k in varying] if varying else [str(r["condition"])]),
+                r["clock"],
+                _f(r["exponent"]),
+                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" + (" (Wald)" if r["ci_method"] == "wald" else ""),
+                f"[{_f(r['wald_low'])}, {_f(r['wald_high'])}]",
+                str(r["n_runs"]),
+                f"{r['n_censored']} ({r['n_censored_failure']}/{r['n_censored_budget']})",
+                str(r["n_sizes"]),
+                theory,
+            ]
+        )
+    return header, body
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    esc = [[c.replace("|", "\\|") for c in row] for row in [header, *rows]]
+    lines = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+    return "\n".join(lines)
+
+
+def plain_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def source_messages(tables: Tables) -> list[str]:
+    """Plain statements about what the source can and cannot support (one condition, one size)."""
+    runs = tables.runs
+    out = []
+    n_cond = runs["condition"].nunique()
+    sizes = sorted(runs["B"].unique())
+    if len(sizes) == 1:
+        out.append(
+            f"the source has a single rollout size (B = {sizes[0]:g}): an exponent needs runs at two or "
+            "more sizes (three or more to test the line); the runs, incidence and sigmoid tables are "
+            "still written, the exponents are empty"
+        )
+    if n_cond == 1:
+        out.append(
+            "the source has a single condition: there is nothing to compare across conditions "
+            "(comparisons.csv and the cross-condition figures are empty); pass --condition-keys or "
+            "--ignore-keys if runs that should differ were merged"
+        )
+    return out
+
+
+def write_report(
+    out: Path,
+    source: str,
+    tables: Tables,
+    exponents: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    skipped: list[SkippedRun],
+    messages: list[str],
+    options: dict,
+    plots: list[str],
+    extra: dict | None = None,
+) -> str:
+    """Write ``report.md`` and return its text. ``extra``: ``incidence_summary``, ``common``, ``noise``,
+    ``sigmoid`` tables when computed."""
+    extra = extra or {}
+    runs = tables.runs
+    crossing = options.get("crossing", "interval")
+    n_limited = int(sum(runs[f"{target_label(a)}:resolution_limited"].sum() for a in tables.targets))
+    lines = [
+        "# Two-clock scaling fits",
+        "",
+        f"Source: `{source}`; clock: **{options.get('clock', 'responses')}**; crossings: **{crossing}**; "
+        f"failure time: **{options.get('failure_time', 'onset')}**; bootstrap resamples: {options.get('n_boot')}; "
+        f"targets: {', '.join(f'{a:g}' for a in tables.targets)}.",
+        "",
+        f"- runs analysed: {len(runs)} (in fits: {int(runs['in_fit'].sum())}, "
+        f"incomplete: {int(runs['incomplete'].sum())}); skipped: {len(skipped)}",
+        f"- conditions: {runs['condition'].nunique()} (keys that differ: "
+        f"{', '.join(f'{symbol(k)} ({k})' for k in tables.varying_keys) or 'none'})",
+        f"- resolution-limited target points: {n_limited}"
+        + (
+            " (interval-censored in the fit, so they widen intervals instead of biasing)"
+            if crossing == "interval"
+            else ""
+        )
+        + f"; runs disagreeing with summary.json: {int(runs['summary_mismatch'].sum())}",
+    ]
+    if crossing == "interpolate":
+        lines.append("- responses-to-target **linearly interpolated** between evaluations (not the default)")
+    if crossing == "exact":
+        lines.append(
+            "- responses-to-target taken at the first evaluation at/above the target as if exact (not the default)"
+        )
+    lines += [f"- note: {m}" for m in messages]
+    header, body = exponent_table(exponents, tables.varying_keys)
+    lines += [
+        "",
+        "## Exponents",
+        "",
+        "R_T(B) = c·B^α per target and R_F(B) = d·B^γ, censored log-normal maximum likelihood (crossings "
+        "interval-censored between evaluations, runs that never reach a target or never fail right-censored); "
+        "95 % CI by bootstrap over seeds within each B. Censored runs are counted by cause: the run failed "
+        "first / it ended (budget) without the event. The last column is **theory**, not a measurement: "
+        "the square-root rule's reference values (α → 0 noise-dominated, α → 0.5 curvature-dominated; "
+        "γ ≈ 0 when failure tracks Σ η²).",
+        "",
+        markdown_table(header, body),
+    ]
+    unreached = exponents[exponents["sizes_unreached"].astype(str).str.len() > 0]
+    if len(unreached):
+        lines += ["", "### Sizes where no run reached the target", ""]
+        lines += [
+            f"- **warning** `{r.condition}` {r.clock}: no run reached it at B = {r.sizes_unreached}; only "
+            "censored lower bounds there — the fitted line is extrapolated (dotted in the figures), not drawn "
+            "through data"
+            for r in unreached.itertuples()
+        ]
+    targets_rows = exponents[(exponents["clock"] != "failure") & (exponents["n_censored_failure"] > 0)]
+    if len(targets_rows):
+        lines += [
+            "",
+            "## Competing risks: sensitivity of α to runs that failed first",
+            "",
+            "The cause-specific fit (α) treats a run that failed before reaching the target as censored at its "
+            "last evaluation, which assumes failure and slow learning are independent. Bounds: **never** — "
+            "the failed runs would never have reached it (right-censored at the budget); **at failure** — they "
+            "would have reached it right at their failure onset (interval between their last evaluation and "
+            "the onset). The envelope of the three 95 % intervals is the sensitivity interval. The joint model "
+            "fits both clocks as one bivariate log-normal draw with correlation ρ (`analysis/joint.py`, Wald "
+            "interval): a model-based correction for dependent failure, valid if that form holds.",
+            "",
+        ]
+        rows = [
+            [
+                r.condition,
+                r.clock,
+                f"{r.n_censored_failure}/{r.n_runs}",
+                f"{_f(r.exponent)} [{_f(r.ci_low)}, {_f(r.ci_high)}]",
+                f"{_f(r.exponent_never)} [{_f(r.ci_low_never)}, {_f(r.ci_high_never)}]",
+                f"{_f(r.exponent_at_failure)} [{_f(r.ci_low_at_failure)}, {_f(r.ci_high_at_failure)}]",
+                f"[{_f(r.sensitivity_low)}, {_f(r.sensitivity_high)}]",
+                f"{_f(r.exponent_joint)} [{_f(r.ci_low_joint)}, {_f(r.ci_high_joint)}], ρ = {_f(r.rho_joint, 2)}",
+            ]
+            for r in targets_rows.itertuples()
+        ]
+        lines.append(
+            markdown_table(
+                [
+                    "condition",
+                    "clock",
+                    "failed first",
+                    "α cause-specific",
+                    "α never",
+                    "α at failure",
+                    "envelope",
+                    "α joint model",
+                ],
+                rows,
+            )
+        )
+    inc = extra.get("incidence_summary")
+    if inc is not None and len(inc):
+        lines += [
+            "",
+            "## Reaching the target before failing (Aalen–Johansen)",
+            "",
+            "Per condition, B and target: runs that reached it first, failed first, or ended by budget; the "
+            "cumulative incidence of reaching it (before failing) and of failing first at the end of follow-up. "
+            "Curves in `incidence.csv` and the `incidence_*` figures.",
+            "",
+        ]
+        rows = [
+            [
+                r.condition,
+                f"{r.B:g}",
+                f"{r.target:g}",
+                str(r.n_runs),
+                str(r.n_reached),
+                str(r.n_failed_first),
+                str(r.n_censored_budget + r.n_censored_incomplete),
+                _f(r.cif_reached_end),
+                _f(r.cif_failed_end),
+            ]
+            for r in inc.itertuples()
+        ]
+        lines.append(
+            markdown_table(
+                [
+                    "condition",
+                    "B",
+                    "target",
+                    "runs",
+                    "reached",
+                    "failed first",
+                    "censored (budget)",
+                    "CIF reached",
+                    "CIF failed",
+                ],
+                rows,
+            )
+        )
+    common = extra.get("common")
+    if common is not None and len(common):
+        lines += [
+            "",
+            "## A common α across targets",
+            "",
+            "Minimum-distance (GLS) combination of the target exponents with their joint bootstrap covariance; "
+            "χ² tests that every target has the same α (`analysis/cross.py`).",
+            "",
+        ]
+        rows = [
+            [
+                r.condition,
+                str(r.targets),
+                str(r.exponents) if isinstance(r.exponents, str) else "–",
+                f"{_f(r.exponent_common)} [{_f(r.ci_low)}, {_f(r.ci_high)}]",
+                f"{_f(r.chi2)} (df {r.df if r.df == r.df else '–'})",
+                _f(r.p_common),
+                str(r.note) if isinstance(r.note, str) else "",
+            ]
+            for r in common.itertuples()
+        ]
+        lines.append(
+            markdown_table(["condition", "targets", "α per target", "common α", "χ²", "p", "note"], rows)
+        )
+    noise = extra.get("noise")
+    if noise is not None and len(noise) and "noise_agrees" in exponents.columns:
+        lines += [
+            "",
+            "## Noise-scale prediction beside the fit",
+            "",
+            "B_noise = tr Σ / |G|² (McCandlish et al. 2018) from the logged instruments, per response; with K "
+            "minibatches per rollout the predicted local slope of log R_T against log B is "
+            "(B/K/B_noise)/(1 + B/K/B_noise), and its least-squares slope over the sizes of the fit is the "
+            "implied exponent. They agree when the 95 % intervals overlap.",
+            "",
+        ]
+        cond = noise[noise["level"] == "condition"].set_index("condition")
+        rows = []
+        for r in exponents[exponents["clock"] != "failure"].itertuples():
+            if r.condition not in cond.index:
+                continue
+            n = cond.loc[r.condition]
+            verdict = {True: "agree", False: "**disagree**"}.get(r.noise_agrees, "–")
+            rows.append(
+                [
+                    r.condition,
+                    r.clock,
+                    f"{_f(n['b_noise'])} [{_f(n['b_noise_low'])}, {_f(n['b_noise_high'])}]",
+                    _f(n["b_crit_rollout"]),
+                    f"{_f(r.noise_exponent)} [{_f(r.noise_low)}, {_f(r.noise_high)}]",
+                    f"{_f(r.exponent)} [{_f(r.ci_low)}, {_f(r.ci_high)}]",
+                    verdict,
+                ]
+            )
+        if rows:
+            lines.append(
+                markdown_table(
+                    ["condition", "clock", "B_noise", "K·B_noise", "implied α", "fitted α", "verdict"], rows
+                )
+            )
+        else:
+            lines.append(
+                "No run logged usable noise instruments (`noise/trace_cov`, `noise/grad_norm_sq`; NaN at K = 1)."
+            )
+    lines += [
+        "",
+        "## Goodness of fit",
+        "",
+        "Lack of fit: likelihood ratio of the line against a free mean per size (χ², df = sizes − 2). "
+        "ΔAIC = AIC(broken power law with a knee B_k) − AIC(line): below −2 favours a knee (a critical "
+        "batch size), above 2 the line. Residual plots: `residuals_*`.",
+        "",
+    ]
+    rows = [
+        [
+            r.condition,
+            r.clock,
+            f"{_f(r.lof_stat)} (df {r.lof_df})" if np.isfinite(r.lof_stat) else "–",
+            _f(r.lof_p),
+            _f(r.delta_aic),
+            _f(r.knee),
+            f"{_f(r.slope_below)} / {_f(r.slope_above)}" if np.isfinite(r.knee) else "–",
+        ]
+        for r in exponents.itertuples()
+    ]
+    lines.append(
+        markdown_table(
+            [
+                "condition",
+                "clock",
+                "lack-of-fit LR",
+                "p",
+                "ΔAIC (knee − line)",
+                "knee B_k",
+                "slopes below/above",
+            ],
+            rows,
+        )
+    )
+    sig = extra.get("sigmoid")
+    if sig is not None and len(sig):
+        pooled = sig[sig["level"] == "B"]
+        lines += [
+            "",
+            "## Accuracy against compute (ScaleRL sigmoid)",
+            "",
+            "R(C) = R0 + (A − R0)/(1 + (C_mid/C)^b) on the evaluations of all seeds of each (condition, B); "
+            "95 % bootstrap intervals over runs. A is the asymptote, b and C_mid the efficiency. Per-run fits "
+            "in `sigmoid.csv`.",
+            "",
+        ]
+        rows = [
+            [
+                r.condition,
+                f"{r.B:g}",
+                _f(r.R0),
+                f"{_f(r.A)} [{_f(r.A_low)}, {_f(r.A_high)}]",
+                f"{_f(r.b)} [{_f(r.b_low)}, {_f(r.b_high)}]",
+                f"{_f(r.C_mid)} [{_f(r.C_mid_low)}, {_f(r.C_mid_high)}]",
+                "yes" if r.converged else f"no: {r.message}",
+            ]
+            for r in pooled.itertuples()
+        ]
+        lines.append(markdown_table(["condition", "B", "R0", "A", "b", "C_mid", "converged"], rows))
+    warned = exponents[exponents["warnings"].astype(bool)]
+    if len(warned):
+        lines += ["", "### Warnings", ""]
+        lines += [f"- `{r.condition}` {r.clock}: {r.warnings}" for r in warned.itertuples()]
+    if len(comparisons):
+        lines += ["", "## Comparisons between conditions", ""]
+        rows = [
+            [
+                r.clock,
+                f"{r.differs_in}: {r.value_a} → {r.value_b}",
+                _f(r.exponent_a),
+                _f(r.exponent_b),
+                _f(r.difference),
+                f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
+                "<0.001" if r.p_boot < 0.001 else _f(r.p_boot),
+            ]
+            for r in comparisons.itertuples()
+        ]
+        lines.append(markdown_table(["clock", "change", "a", "b", "b − a", "95% CI", "p (bootstrap)"], rows))
+    if skipped:
+        lines += ["", "## Skipped runs", ""]
+        lines += [f"- `{s.run}`: {s.reason}" for s in skipped]
+    flagged = runs[runs["notes"].astype(bool)]
+    if len(flagged):
+        lines += ["", "## Runs with notes", ""]
+        lines += [f"- `{r.run}` ({r.state}): {r.notes}" for r in flagged.itertuples()]
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{p}]({p})" for p in plots if p.endswith(".png")]
+    lines += [
+        "",
+        "## Symbols",
+        "",
+        markdown_table(
+            ["symbol", "config key", "meaning"], [[SYMBOLS[k][0], k, SYMBOLS[k][2]] for k in SYMBOLS]
+        ),
+        "",
+        "## Method",
+        "",
+        "A target crossing lies between the last evaluation below the target and the first at or above it and "
+        "enters the likelihood as interval-censored (left-censored when it is the first evaluation after step 0); "
+        "runs that never reach it are right-censored at their last evaluation. Responses-to-failure is the clock "
+        "at the failure onset (or the detection, `--failure-time`); runs that never fail are right-censored at "
+        "their final clock. Both are recomputed from metrics.jsonl and checked against summary.json. The fit is "
+        "log R = log c + α log B + σ ε, ε ~ N(0,1) (log-normal accelerated failure time). Bootstrap replicates "
+        "are inflated by the small-sample factors of `analysis/fit.py`; see `docs/analysis.md`.",
+        "",
+    ]
+    text = "\n".join(lines)
+    (out / "report.md").write_text(text)
+    return text

@@ -1,0 +1,214 @@
+"""Figures across conditions: exponents against each varied key (and the paper-style α and γ against
+η_ref), exponents against the target level, and every condition's responses-to-target in one panel.
+See :mod:`analysis.plots` for the list of files; colours, styles and saving are shared with it.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+from analysis.clocks import condition_slug, target_label  # noqa: E402
+from analysis.cross import numeric, series_by_key  # noqa: E402
+from analysis.plots import (  # noqa: E402
+    _LINES,
+    _MARKERS,
+    _STYLE,
+    DPI,
+    _finish_scaling,
+    _legend_outside,
+    _save,
+    _scaling_panel,
+    _sci,
+    condition_colours,
+    condition_order,
+)
+from analysis.symbols import describe, symbol  # noqa: E402
+
+
+def cross_tasks(tables, exponents) -> list[tuple[str, object]]:
+    """The cross-condition figures as independent tasks: ``("key", key)``, ``("target", a)`` and
+    ``("levels", None)`` (exponent against the target level, drawn even for a single condition)."""
+    levels = [("levels", None)] if len(tables.targets) >= 2 else []
+    if tables.runs["condition"].nunique() < 2:
+        return levels
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    keys = [("key", k) for k in varying if exponents[k].nunique(dropna=False) >= 2]
+    return keys + [("target", a) for a in tables.targets] + levels
+
+
+def plot_cross(
+    out, tables, exponents, fits, formats=("png", "pdf"), colours=None, dpi=DPI, only=None
+) -> list[str]:
+    """Figures across conditions (module docstring); nothing when there is a single condition.
+    ``only``: a subset of :func:`cross_tasks` to draw (default: all)."""
+    names: list[str] = []
+    conditions = condition_order(tables.runs, tables.varying_keys)
+    tasks = cross_tasks(tables, exponents) if only is None else only
+    if not tasks:
+        return names
+    colours = colours or condition_colours(conditions)
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    clocks = [target_label(a) for a in tables.targets] + ["failure"]
+    with plt.rc_context(_STYLE):
+        for key in [arg for kind, arg in tasks if kind == "key"]:
+            paper = key == "lr.ref_lr"
+            fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
+            for ax, which in zip(axes, ("target", "failure")):
+                for _values, group in series_by_key(exponents, key, varying):
+                    for i, clock in enumerate(c for c in clocks if (c == "failure") == (which == "failure")):
+                        rows = group[group["clock"] == clock]
+                        if rows.empty:
+                            continue
+                        x = rows["_x"].to_numpy()
+                        if numeric(x):  # targets side by side, not on top of each other
+                            x = x.astype(float) * (1.06 ** (i - 0.5 * (len(tables.targets) - 1)))
+                        y = rows["exponent"].to_numpy(float)
+                        lo = rows["ci_low"].to_numpy(float)
+                        hi = rows["ci_high"].to_numpy(float)
+                        ax.plot(x, y, color="grey", lw=0.6, ls=_LINES[i % len(_LINES)], zorder=1)
+                        for xi, yi, lo_i, hi_i, cond in zip(x, y, lo, hi, rows["condition"]):
+                            if not np.isfinite(yi):
+                                continue
+                            l_, h_ = (
+                                (lo_i if np.isfinite(lo_i) else yi - 10),
+                                (hi_i if np.isfinite(hi_i) else yi + 10),
+                            )
+                            ax.errorbar(
+                                [xi],
+                                [yi],
+                                yerr=[[yi - l_], [h_ - yi]],
+                                fmt=_MARKERS[i % len(_MARKERS)],
+                                color=colours[cond],
+                                ms=4,
+                                capsize=2,
+                                lw=0.8,
+                                zorder=3,
+                            )
+                    ax.set_ylim(*_exp_limits(exponents, which))
+                ax.axhline(0, color="black", lw=0.5)
+                if which == "target":
+                    ax.axhline(
+                        0.5, color="grey", lw=0.5, ls="--", label="α = 0.5 (theory: curvature-dominated)"
+                    )
+                    for i, a in enumerate(tables.targets):
+                        ax.plot([], [], _MARKERS[i % len(_MARKERS)], color="grey", label=f"α(a = {a:g})")
+                    ax.set_ylabel("exponent α of responses to target")
+                else:
+                    ax.set_ylabel("exponent γ of responses to failure")
+                if numeric(exponents[key]) and (exponents[key].astype(float) > 0).all():
+                    ax.set_xscale("log")
+                    vals = sorted(set(exponents[key].astype(float)))
+                    ax.xaxis.set_major_locator(FixedLocator(vals))
+                    ax.xaxis.set_major_formatter(FuncFormatter(_sci))
+                    ax.xaxis.set_minor_locator(NullLocator())
+                ax.set_xlabel(f"{symbol(key, True)} ({key})")
+                ax.grid(True, alpha=0.25)
+            for cond in conditions:
+                axes[1].plot(
+                    [],
+                    [],
+                    "o",
+                    color=colours[cond],
+                    label=describe([k for k in varying], _first(tables.runs, cond), True),
+                )
+            axes[0].legend(loc="upper left", bbox_to_anchor=(0.0, -0.22), frameon=False, ncol=2)
+            axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+            title = "Exponents against " + symbol(key, True)
+            fig.suptitle(
+                title + (" (α: responses to target, γ: responses to failure)" if paper else ""), fontsize=9
+            )
+            fig.tight_layout()
+            names += _save(
+                fig,
+                out,
+                "alpha_gamma_vs_eta_ref" if paper else f"exponents_vs_{condition_slug(key)}",
+                formats,
+                dpi,
+            )
+        if any(kind == "levels" for kind, _ in tasks):
+            names += _plot_levels(out, tables, exponents, conditions, colours, formats, dpi)
+        for a in [arg for kind, arg in tasks if kind == "target"]:
+            clock = target_label(a)
+            fig, ax = plt.subplots(figsize=(4.6, 3.2))
+            for i, cond in enumerate(conditions):
+                runs = tables.runs[(tables.runs["condition"] == cond) & tables.runs["in_fit"]]
+                if runs.empty:
+                    continue
+                label = describe(varying, runs.iloc[0].to_dict(), True) + ": α"
+                _scaling_panel(
+                    ax,
+                    runs,
+                    clock,
+                    fits.get((cond, clock)),
+                    colours[cond],
+                    label,
+                    _MARKERS[i % len(_MARKERS)],
+                )
+            _finish_scaling(
+                ax,
+                f"Responses to target a = {a:g}, all conditions",
+                "responses to reach target",
+                sorted(tables.runs["B"].unique()),
+            )
+            names += _save(fig, out, f"rt_vs_B_all_{condition_slug(f'{a:g}')}", formats, dpi)
+    return names
+
+
+def _plot_levels(out, tables, exponents, conditions, colours, formats, dpi) -> list[str]:
+    """α against the target level a, one colour per condition, 95 % intervals."""
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    n = len(conditions)
+    for i, cond in enumerate(conditions):
+        rows = exponents[(exponents["condition"] == cond) & (exponents["clock"] != "failure")]
+        a = np.array([float(c.split(":", 1)[1]) for c in rows["clock"]])
+        y = rows["exponent"].to_numpy(float)
+        lo, hi = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
+        x = a + 0.004 * (i - 0.5 * (n - 1))
+        fin = np.isfinite(y)
+        lo = np.where(np.isfinite(lo), lo, y - 10)
+        hi = np.where(np.isfinite(hi), hi, y + 10)
+        label = describe(varying, _first(tables.runs, cond), True) if varying else "all runs"
+        ax.errorbar(
+            x[fin],
+            y[fin],
+            yerr=[y[fin] - lo[fin], hi[fin] - y[fin]],
+            fmt="o-",
+            color=colours[cond],
+            ms=4,
+            capsize=2,
+            lw=0.8,
+            label=label,
+        )
+    ax.set_ylim(*_exp_limits(exponents, "target"))
+    ax.axhline(0, color="black", lw=0.5)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(tables.targets)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.set_xlabel("target accuracy a")
+    ax.set_ylabel("exponent α of responses to target")
+    ax.set_title("Exponent against the target level")
+    ax.grid(True, alpha=0.25)
+    _legend_outside(ax)
+    return _save(fig, out, "exponents_vs_target", formats, dpi)
+
+
+def _first(runs: pd.DataFrame, condition: str) -> dict:
+    return runs[runs["condition"] == condition].iloc[0].to_dict()
+
+
+def _exp_limits(exponents: pd.DataFrame, which: str) -> tuple[float, float]:
+    rows = exponents[(exponents["clock"] == "failure") == (which == "failure")]
+    vals = pd.concat([rows["exponent"], rows["ci_low"], rows["ci_high"]]).to_numpy(float)
+    vals = vals[np.isfinite(vals)]
+    if not vals.size:
+        return -0.5, 1.0
+    lo, hi = min(vals.min(), 0.0), max(vals.max(), 0.5 if which == "target" else 0.1)
+    pad = 0.08 * (hi - lo)
+    return max(lo - pad, -3.0), min(hi + pad, 3.0)
