@@ -116,9 +116,10 @@ def series_by_key(exponents: pd.DataFrame, key: str, varying: list[str]) -> list
     others = [k for k in varying if k != key and k in exponents.columns]
     out = []
     groups = exponents.groupby(others, dropna=False, sort=True) if others else [((), exponents)]
+    as_number = numeric(exponents[key])  # one axis type for every series of the figure
     for values, group in groups:
         values = values if isinstance(values, tuple) else (values,)
-        if numeric(group[key]):
+        if as_number:
             group = group.assign(_x=group[key].astype(float)).sort_values("_x")
         else:
             group = group.assign(_x=group[key].astype(str)).sort_values("_x")
