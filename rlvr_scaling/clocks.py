@@ -30,4 +30,5 @@ class Clocks:
 
     @classmethod
     def from_dict(cls, data: dict) -> Clocks:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        """Clocks absent from ``data`` (a checkpoint written before they existed) start at their defaults."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})

@@ -663,10 +663,11 @@ class Trainer:
         self.engine.sync_weights(self.full_model)
         self.clocks = Clocks.from_dict(saved["clocks"])
         self.state = TrainerState(**saved["state"])
-        self.failure = saved["failure"]
-        self.monitor.load_state_dict(saved["detectors"])
-        self.lr_rule.load_state_dict(saved["lr_rule"])
-        self.noise.load_state_dict(saved["noise"])
+        # entries and fields an older checkpoint lacks take their defaults (TrainerState, Clocks too)
+        self.failure = saved.get("failure")
+        self.monitor.load_state_dict(saved.get("detectors", {}))
+        self.lr_rule.load_state_dict(saved.get("lr_rule", {}))
+        self.noise.load_state_dict(saved.get("noise", {}))
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name
         self.log(

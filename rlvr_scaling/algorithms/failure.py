@@ -164,8 +164,9 @@ class _Collapse(Detector):
         return {"best": self.best, "below": self.below, "recent": list(self.recent)}
 
     def load_state_dict(self, state):
-        self.best, self.below = state["best"], state["below"]
-        self.recent.extend(tuple(x) for x in state["recent"])
+        # entries absent from an older checkpoint keep their initial values
+        self.best, self.below = state.get("best", self.best), state.get("below", self.below)
+        self.recent.extend(tuple(x) for x in state.get("recent", []))
 
 
 @DETECTORS.register("accuracy_collapse")
