@@ -48,15 +48,18 @@ CURVE_EVERY = 50
 
 
 def warm_start_blob(model_cfg, task_params) -> dict[str, Any]:
-    """Everything that determines the warm-started weights, as plain JSON values.
+    """Everything that determines the warm-started weights, as plain JSON values keyed like the run
+    config (``model.embedded``, ``model.warm_start``, ``model.prompt_format``, ``task``).
 
     The model's ``dtype`` is not in it: the warm start always trains in fp32 and the run casts on load.
     """
     blob = {
         "format": FORMAT_VERSION,
-        "embedded": dataclasses.asdict(model_cfg.embedded),
-        "warm_start": dataclasses.asdict(model_cfg.warm_start),
-        "prompt_format": model_cfg.prompt_format,
+        "model": {
+            "embedded": dataclasses.asdict(model_cfg.embedded),
+            "warm_start": dataclasses.asdict(model_cfg.warm_start),
+            "prompt_format": model_cfg.prompt_format,
+        },
         "task": dataclasses.asdict(task_params),
     }
     return json.loads(json.dumps(blob, sort_keys=True))

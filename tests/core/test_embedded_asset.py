@@ -93,7 +93,7 @@ def test_another_config_trains_and_caches_its_own(default_cfg, task, tmp_path):
     out = prepare_embedded(cfg.model, task, cfg.task, tmp_path, log=logs.append)
     assert out.parent == tmp_path / "embedded" and (out / "COMPLETE").is_file()
     assert logs[0].startswith("[warm start] training the warm start (config differs from the shipped one: ")
-    assert "warm_start.steps: 600 -> 2" in logs[0]
+    assert "model.warm_start.steps: 600 -> 2" in logs[0]
     assert json.loads((out / "warm_start.json").read_text())["config"] == warm_start_blob(cfg.model, cfg.task)
     logs.clear()
     assert prepare_embedded(cfg.model, task, cfg.task, tmp_path, log=logs.append) == out
