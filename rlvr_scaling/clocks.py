@@ -30,10 +30,11 @@ class Clocks:
 
     def restore(self, data: dict) -> None:
         """Continue from saved clock values (a resumed run): wall time goes on from the saved value."""
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, data[f.name])
+        for f in dataclasses.fields(self):  # a clock an older checkpoint lacks keeps its default
+            setattr(self, f.name, data.get(f.name, f.default))
         self.__post_init__()
 
     @classmethod
     def from_dict(cls, data: dict) -> Clocks:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        """Clocks absent from ``data`` (a checkpoint written before they existed) start at their defaults."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})

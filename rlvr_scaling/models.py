@@ -9,10 +9,13 @@ a local model directory or a hub id, loaded with ``HF_HUB_OFFLINE`` honoured.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -160,6 +163,9 @@ def build_embedded_model(cfg: EmbeddedModelConfig, tokenizer):
 def save_hf_dir(model, tokenizer, out: Path) -> None:
     import json
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     # Name the class that both transformers 4.x and 5.x can load.
@@ -210,6 +216,22 @@ def check_prompt_format(tokenizer, prompt_format: str, path: str) -> None:
             f"model.prompt_format=chat but the tokenizer of {path!r} has no chat template "
             "(base models usually need prompt_format=plain)"
         )
+
+
+def kv_cache(model, cache) -> dict[str, Any]:
+    """Forward keyword arguments that hand ``cache`` (a ``DynamicCache``, updated in place) to ``model``.
+
+    transformers renamed the argument from ``past_key_values`` to ``cache`` in 5.2x (5.17 knows only
+    the old name and silently ignores ``cache=``; 5.24 accepts the old one with a deprecation warning),
+    so the name is read from the model's ``forward`` signature. Callers keep their own reference to the
+    cache object rather than reading it back from the output (``out.cache`` / ``out.past_key_values``).
+    """
+    return {_cache_keyword(type(getattr(model, "module", model))): cache}
+
+
+@functools.cache
+def _cache_keyword(cls: type) -> str:
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
 
 
 def count_parameters(model) -> int:

@@ -247,8 +247,8 @@ class PolicyOptimizer:
         return {"lr_rule": self.lr_rule.state_dict(), "noise": self.noise.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.lr_rule.load_state_dict(state["lr_rule"])
-        self.noise.load_state_dict(state["noise"])
+        self.lr_rule.load_state_dict(state.get("lr_rule", {}))
+        self.noise.load_state_dict(state.get("noise", {}))
 
 
 def step_means(sums: dict[str, float]) -> dict[str, float]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .engines.hf import position_ids_from_mask
+from .models import kv_cache
 
 
 def trim_padding(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
@@ -94,7 +95,7 @@ def completion_logprobs_shared(
         input_ids=u_ids,
         attention_mask=u_mask,
         position_ids=position_ids_from_mask(u_mask),
-        cache=cache,
+        **kv_cache(model, cache),
         use_cache=lc > 1,
         logits_to_keep=1,
     )
@@ -108,7 +109,7 @@ def completion_logprobs_shared(
             input_ids=c_ids[:, : lc - 1],
             attention_mask=full_mask,
             position_ids=positions,
-            cache=cache,
+            **kv_cache(model, cache),
             use_cache=True,
         )
         logits = torch.cat([logits, out2.logits], dim=1)

@@ -7,6 +7,7 @@ ended (unless ``run.force``), resumes one that has a checkpoint, and always clos
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -55,8 +56,93 @@ def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
 
 
+def _added_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    """Dotted keys of ``new`` that ``old`` lacks (recursing into sections both have)."""
+    out = []
+    for key, value in new.items():
+        if key not in old:
+            out.append(prefix + key)
+        elif isinstance(value, dict) and isinstance(old[key], dict):
+            out += _added_keys(old[key], value, f"{prefix}{key}.")
+    return out
+
+
+_NO_DEFAULT = object()
+
+
+def schema_default(cfg: Config, dotted: str) -> Any:
+    """The schema (dataclass) default of the config key ``dotted``, as ``config_dict`` writes it, or
+    ``_NO_DEFAULT`` when it has none (a key inside a free-form dict such as ``task.dataset_config``,
+    a required field). The default is the outermost one: ``failure.reward_collapse.window_responses``
+    is what ``Config()`` holds there (the ``failure`` section's own default), not the leaf class's
+    field default; below a section typed ``Any`` at the root (task, lr, baseline, allocator), the
+    default of the class the run uses for it. Never a preset's or the user's value."""
+    parts = dotted.split(".")
+    node: Any = cfg
+    for part in parts[:-1]:  # keys inside a free-form dict field are not schema
+        node = getattr(node, part, None) if dataclasses.is_dataclass(node) else None
+    if not dataclasses.is_dataclass(node):
+        return _NO_DEFAULT
+    node = cfg
+    for depth in range(len(parts)):
+        if not dataclasses.is_dataclass(node):
+            return _NO_DEFAULT
+        try:
+            tree: Any = dataclasses.asdict(type(node)())
+        except TypeError:  # a class with required fields has no default instance
+            tree = None
+        for part in parts[depth:]:
+            tree = tree.get(part, _NO_DEFAULT) if isinstance(tree, dict) else _NO_DEFAULT
+        if tree is not _NO_DEFAULT and tree != "???":  # "???": omegaconf's MISSING (no default)
+            return tree
+        node = getattr(node, parts[depth], None)
+    return _NO_DEFAULT
+
+
+def _lookup(d: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d[part]
+    return d
+
+
+def _assign(d: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, name = dotted.split(".")
+    for part in parents:
+        d = d[part]
+    d[name] = value
+
+
+def reconcile_stored_config(cfg: Config, stored: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Compare a run directory's stored config with ``cfg``. Returns ``(added, diffs)``: ``added``
+    lists the keys the stored config lacks whose value in ``cfg`` is their schema default (keys added
+    to the project since the run was written: the run is the same run); ``diffs`` names every other
+    difference in the science config (bookkeeping sections ``run`` and ``logger`` are not compared)."""
+    current = _science(config_dict(cfg))
+    stored = copy.deepcopy(_science(stored))
+    added, diffs = [], []
+    for key in _added_keys(stored, current):
+        value, default = _lookup(current, key), schema_default(cfg, key)
+        if default is not _NO_DEFAULT and value == default:
+            added.append(key)
+            _assign(stored, key, copy.deepcopy(value))
+        elif default is _NO_DEFAULT:
+            diffs.append(f"{key}: absent in the stored config, and it has no schema default (now {value!r})")
+        else:
+            diffs.append(
+                f"{key}: absent in the stored config (added since?), but {value!r} is not its default {default!r}"
+            )
+    flagged = {d.split(":", 1)[0] for d in diffs}
+    diffs += [d for d in _diff(stored, current) if d.split(":", 1)[0] not in flagged]
+    return added, diffs
+
+
 def prepare_run_dir(cfg: Config, run_dir: Path, log=print) -> str | None:
-    """Check the directory against the config. Returns the ended state to skip, or None to (re)start."""
+    """Check the directory against the config. Returns the ended state to skip, or None to (re)start.
+
+    A directory written by an older version of the project resumes when its config lacks only keys
+    added since whose value here is the schema (dataclass) default; ``config.yaml`` is then rewritten
+    with the full config and the added keys are logged. Any other difference is refused.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     current = config_dict(cfg)
     cfg_path, status_path = run_dir / "config.yaml", run_dir / "status.json"
@@ -66,11 +152,18 @@ def prepare_run_dir(cfg: Config, run_dir: Path, log=print) -> str | None:
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     elif cfg_path.is_file():
         old = yaml.safe_load(cfg_path.read_text()) or {}
-        diffs = _diff(_science(old), _science(current))
+        added, diffs = reconcile_stored_config(cfg, old)
         if diffs:
             raise ConfigError(
                 f"run directory {run_dir} holds a run with another config ({'; '.join(diffs[:5])}); "
                 "choose another hydra.run.dir or pass run.force=true to start it afresh"
+            )
+        if added:
+            # the same run: store the full config (the analysis groups runs by it), ended or not
+            atomic_write_text(cfg_path, yaml.safe_dump(current, sort_keys=False))
+            log(
+                f"[config] {cfg_path} lacked {len(added)} key(s) added since it was written, taken at "
+                f"their defaults: {', '.join(f'{k}={_lookup(current, k)!r}' for k in added)}"
             )
         if status_path.is_file():
             try:

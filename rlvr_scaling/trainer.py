@@ -326,8 +326,9 @@ class Trainer:
         self.engine.sync_weights(self.full_model)
         self.clocks.restore(saved["clocks"])
         self.state = TrainerState(**saved["state"])
-        self.failure = saved["failure"]
-        self.monitor.load_state_dict(saved["detectors"])
+        # entries and fields an older checkpoint lacks take their defaults (TrainerState, Clocks too)
+        self.failure = saved.get("failure")
+        self.monitor.load_state_dict(saved.get("detectors", {}))
         self.optim.load_state_dict(saved)
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name

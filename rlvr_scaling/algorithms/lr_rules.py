@@ -178,10 +178,12 @@ class SNRRule:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ema_signal = float(state["ema_signal"])
-        self.ema_trace = float(state["ema_trace"])
-        self.seen = int(state["seen"])
-        self.last_key = None if state["last_key"] is None else [float(v) for v in state["last_key"]]
+        # entries absent from an older checkpoint keep their initial values
+        self.ema_signal = float(state.get("ema_signal", self.ema_signal))
+        self.ema_trace = float(state.get("ema_trace", self.ema_trace))
+        self.seen = int(state.get("seen", self.seen))
+        last_key = state.get("last_key", self.last_key)
+        self.last_key = None if last_key is None else [float(v) for v in last_key]
 
 
 LR_RULES: Registry[type] = Registry("lr rule")

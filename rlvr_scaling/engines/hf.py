@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from ..models import encode_prompt
+from ..models import encode_prompt, kv_cache
 from ..registry import Registry
 from .base import Engine, Generation, SamplingParams, draw_uniforms
 
@@ -125,12 +125,12 @@ class HFEngine(Engine):
             input_ids=ids[first],
             attention_mask=uniq_mask,
             position_ids=position_ids_from_mask(uniq_mask),
-            cache=cache,
+            **kv_cache(self.model, cache),
             use_cache=True,
             logits_to_keep=1,
         )
         if len(first) < n:
-            out.cache.batch_select_indices(expand)
+            cache.batch_select_indices(expand)
             out.logits = out.logits[expand]
         # Rows still generating; finished rows are dropped from the batch and its KV cache, so a
         # rollout whose answers stop early costs only what it generates.
@@ -152,12 +152,12 @@ class HFEngine(Engine):
             if not alive.all():
                 keep = alive.nonzero().squeeze(-1)
                 active, tok, act_mask, next_pos = active[keep], tok[keep], act_mask[keep], next_pos[keep]
-                out.cache.batch_select_indices(keep)
+                cache.batch_select_indices(keep)
             out = self.model(
                 input_ids=tok[:, None],
                 attention_mask=act_mask,
                 position_ids=next_pos,
-                cache=out.cache,
+                **kv_cache(self.model, cache),
                 use_cache=True,
             )
         if was_training:
