@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="R_T = first evaluation at/above the target, as if exact (default: interval-censored)",
     )
+    crossing.add_argument(
+        "--isotonic",
+        action="store_true",
+        help="interval-censored crossing of the accuracy curve smoothed by isotonic regression",
+    )
     p.add_argument(
         "--failure-time",
         choices=("onset", "detection"),
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         clock=args.clock,
         targets=tuple(args.targets) if args.targets else None,
         interpolate=args.interpolate,
-        crossing="exact" if args.exact_crossings else "interval",
+        crossing="exact" if args.exact_crossings else "isotonic" if args.isotonic else "interval",
         failure_time=args.failure_time,
         resolution_frac=args.resolution_frac,
         include_incomplete=args.include_incomplete,

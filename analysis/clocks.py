@@ -10,7 +10,14 @@ For each run (DESIGN.md §3):
   the step-0 one has the step-0 clock as lower bound, which is 0 on the ``responses`` clock: the point
   is then left-censored (``R_T <= target:<a>``). ``crossing="exact"`` takes ``target:<a>`` as if it
   were the crossing (the old behaviour, biased low with sparse evaluations); ``crossing="interpolate"``
-  replaces it by the linear interpolation between the two evaluations (exact in the fit). A run that
+  replaces it by the linear interpolation between the two evaluations (exact in the fit);
+  ``crossing="isotonic"`` finds the interval on the accuracy curve smoothed by isotonic (non-decreasing)
+  regression over the run's evaluations up to its end or failure (``scipy.optimize.isotonic_regression``,
+  pool-adjacent-violators): the first evaluation whose smoothed accuracy reaches ``a`` and the one
+  before it bound the crossing. It uses every evaluation instead of the first noisy one above ``a``, so
+  an evaluation-noise spike cannot make a crossing early; it assumes the underlying curve does not
+  decrease before the crossing (true of healthy learning curves; a run that falls back below ``a``
+  after a spike is timed where the pooled curve reaches it). A run that
   never reaches ``a`` is right-censored at its last evaluation, and ``target:<a>:censored_by`` says
   why: ``failure`` (the run failed first), ``budget`` (it ended without failing) or ``incomplete``.
   A target already met at the step-0 evaluation (``R_T = 0``) cannot enter a log-space fit: it is
@@ -62,7 +69,7 @@ from analysis.load import (
 )
 
 CLOCK_CHOICES = ("responses", "tokens", "flops", "wall_seconds", "optimizer_steps")
-CROSSINGS = ("interval", "exact", "interpolate")
+CROSSINGS = ("interval", "exact", "interpolate", "isotonic")
 FAILURE_TIMES = ("onset", "detection")
 
 
@@ -71,7 +78,7 @@ class ClockOptions:
     clock: str = "responses"  # which clock the events are measured on
     targets: tuple[float, ...] | None = None  # None: union of every run's eval.targets
     interpolate: bool = False  # shorthand for crossing="interpolate"
-    crossing: str = "interval"  # interval | exact | interpolate (see the module docstring)
+    crossing: str = "interval"  # interval | exact | interpolate | isotonic (see the module docstring)
     failure_time: str = "onset"  # onset | detection: which failure time the failure clock uses
     resolution_frac: float = 0.125  # spacing or B above this fraction of R_T flags the point
     include_incomplete: bool = False  # fit running/preempted/unknown runs as censored at last clock
@@ -277,8 +284,11 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
     value_f = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
 
     # ---- targets: interval (lower, upper], censored with a cause, or met at step 0
-    hits = acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
+    raw_hits = acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
     mode = opts.crossing_mode
+    hits = raw_hits
+    if mode == "isotonic":
+        hits = smoothed_accuracy(acc)[:, None] >= np.asarray(targets)[None, :]
     for j, a in enumerate(targets):
         label = target_label(a)
         idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
@@ -296,7 +306,7 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
                     or spacing > opts.resolution_frac * resp[idx]
                     or size > opts.resolution_frac * resp[idx]
                 )
-                if mode == "interval":
+                if mode in ("interval", "isotonic"):
                     lower = float(clk[idx - 1]) if idx > 0 else 0.0
                     if not math.isfinite(lower):
                         lower = 0.0
@@ -313,10 +323,15 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
         out[f"{label}:resolution_limited"] = limited
         out[f"{label}:interpolated"] = interpolated
         reported = by_value.get(a)
-        if isinstance(reported, dict):
+        if isinstance(reported, dict):  # the trainer reports the first evaluation at or above a
             rep_resp, rep_reached = reported.get("responses"), reported.get("reached")
-            ours = None if censored else float(resp[idx])
-            if bool(rep_reached) != (not censored) or (
+            raw = int(np.argmax(raw_hits[:, j])) if raw_hits[:, j].any() else -1
+            ours = None if raw < 0 else float(resp[raw])
+            if mode == "isotonic":
+                censored_raw = raw < 0
+            else:
+                censored_raw = censored
+            if bool(rep_reached) != (not censored_raw) or (
                 ours is not None and (not is_number(rep_resp) or float(rep_resp) != ours)
             ):
                 mismatch = True
@@ -365,6 +380,18 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
     for name in extra:
         eval_cols[name] = _column_of(evals, name)
     return out, eval_cols
+
+
+def smoothed_accuracy(acc: np.ndarray) -> np.ndarray:
+    """Isotonic (non-decreasing) least-squares fit of a run's accuracies in evaluation order; NaN
+    evaluations are skipped and stay NaN."""
+    from scipy.optimize import isotonic_regression
+
+    out = np.full(acc.shape, np.nan)
+    ok = np.isfinite(acc)
+    if ok.any():
+        out[ok] = isotonic_regression(acc[ok]).x
+    return out
 
 
 def _canonical(value: Any) -> tuple:

@@ -135,7 +135,7 @@ def write_report(
         f"- resolution-limited target points: {n_limited}"
         + (
             " (interval-censored in the fit, so they widen intervals instead of biasing)"
-            if crossing == "interval"
+            if crossing in ("interval", "isotonic")
             else ""
         )
         + f"; runs disagreeing with summary.json: {int(runs['summary_mismatch'].sum())}",
