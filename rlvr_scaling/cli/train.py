@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr_scaling.config import register_configs
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.rundir import RunDirLocked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
@@ -51,6 +52,10 @@ def _hydra_main(cfg: DictConfig) -> str:
         # A wrong config: one clear line and exit code 2, before any compute.
         print(f"rlvr-train: config error: {err}", file=sys.stderr)
         sys.exit(2)
+    except RunDirLocked as err:
+        # Another live process owns the run directory (run.lock names it): one line, exit code 3.
+        print(f"rlvr-train: {err}", file=sys.stderr)
+        sys.exit(3)
 
 
 def default_threads(hc) -> int | None:
