@@ -278,3 +278,18 @@ def test_a_sweep_runs_locally_through_the_joblib_launcher(tmp_path, cache_dir):
         )
         threads = yaml.safe_load((run_dir / "config.yaml").read_text())["run"]["threads"]
         assert threads == max(1, (os.cpu_count() or 1) // 2)
+
+
+def test_long_override_lists_get_short_unique_directory_names():
+    from rlvr_scaling.cli.train import MAX_DIRNAME_BYTES, run_dirname
+
+    assert run_dirname("") == "default"
+    assert run_dirname("seed=1") == "seed=1"
+    long_a = ",".join(f"task.option_{i}=value" for i in range(20)) + ",seed=0"
+    long_b = long_a[:-1] + "1"
+    a, b = run_dirname(long_a), run_dirname(long_b)
+    assert a != b and len(a.encode()) <= MAX_DIRNAME_BYTES and len(b.encode()) <= MAX_DIRNAME_BYTES
+    assert a.startswith("task.option_0=value,") and a == run_dirname(long_a)
+    long_job = [f"eval.targets=[{','.join(['0.5'] * 60)}]", "seed=0"]
+    name = run_dir_of(compose_job(long_job)).name  # Hydra's name: 261 bytes
+    assert len(name.encode()) <= MAX_DIRNAME_BYTES and name.startswith("eval.targets=[0.5,") and ",~" in name
