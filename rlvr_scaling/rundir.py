@@ -1,11 +1,11 @@
 """The run directory (DESIGN.md §6): atomic files, the metrics log, checkpoints.
 
-One process owns a run directory at a time: :class:`RunDirLock` (``run.lock``, an advisory
-``flock`` held for the run's life). Every file is written under a temporary name and renamed, so a
-run killed at any instant leaves either the old or the new version. ``metrics.jsonl`` is append-only; a checkpoint records how many lines it
-covers, and a resumed run truncates the log to that count before appending, so the log of a killed and
-resumed run equals the log of an uninterrupted one. Checkpoints hold tensors in safetensors and
-everything else in JSON; nothing is unpickled when loading.
+One process owns a run directory at a time: :class:`RunDirLock` (``run.lock``, an advisory ``flock``
+held for the run's life). Every file is written under a temporary name and renamed, so a run killed at
+any instant leaves either the old or the new version. ``metrics.jsonl`` is append-only; a checkpoint
+records how many lines it covers, and a resumed run truncates the log to that count before appending,
+so the log of a killed and resumed run equals the log of an uninterrupted one. Checkpoints hold tensors
+in safetensors and everything else in JSON; nothing is unpickled when loading.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class RunDirLock:
                     waiting = True
                 time.sleep(min(poll_s, left))
             except OSError as err:
-                if err.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+                if err.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP):
                     fh.close()
                     raise
                 fh.close()

@@ -70,12 +70,23 @@ def _hydra_main(cfg: DictConfig) -> str:
         return train(typed, run_dir)
     except ConfigError as err:
         # A wrong config: one clear line and exit code 2, before any compute.
-        print(f"rlvr-train: config error: {err}", file=sys.stderr)
-        sys.exit(2)
+        _fail(f"config error: {err}", 2, err)
     except RunDirLocked as err:
         # Another live process owns the run directory (run.lock names it): one line, exit code 3.
-        print(f"rlvr-train: {err}", file=sys.stderr)
-        sys.exit(3)
+        _fail(str(err), 3, err)
+
+
+def _fail(message: str, code: int, err: Exception) -> None:
+    """One line on stderr; then exit with ``code`` (a single run), or, in a multirun, raise, so that the
+    launcher reports this job as failed with the message (a job of a SLURM array that exited instead
+    would only say it produced no result)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    print(f"rlvr-train: {message}", file=sys.stderr)
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise err
+    sys.exit(code)
 
 
 def default_threads(hc) -> int | None:
