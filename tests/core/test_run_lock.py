@@ -294,3 +294,36 @@ def test_sigkilled_holder_never_blocks_the_resume(warm_cache, tmp_path):
     assert read_holder(run_dir / LOCK_FILE)["pid"] != a.pid
     rollouts = _train_rollouts(run_dir)
     assert rollouts == list(range(1, 2400 // 16 + 1))
+
+
+@pytest.mark.timeout(300)
+def test_in_a_multirun_the_job_fails_with_the_message(tmp_path, cache_dir):
+    """Inside a multirun (here Hydra's basic launcher; on SLURM one task of the array) a run directory
+    in use fails that job with the holder's name, which the launcher reports, instead of exiting
+    without a result. Nothing is trained: the lock is checked before the model is built."""
+    run_dir = tmp_path / "sweep" / "run"
+    run_dir.mkdir(parents=True)
+    holder = RunDirLock(run_dir)
+    holder.acquire(0)
+    try:
+        proc = subprocess.run(
+            [
+                *TRAIN,
+                "-m",
+                "hydra/launcher=basic",
+                *tiny(cache_dir),
+                "run.lock_wait_s=0",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                "hydra.sweep.subdir=run",
+            ],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        holder.release()
+    assert proc.returncode not in (0, 3), proc.stdout[-2000:]
+    assert f"in use by host {socket.gethostname()}, pid {os.getpid()}" in proc.stderr, proc.stderr[-2000:]
+    assert "RunDirLocked" in proc.stderr and "[model]" not in proc.stdout
+    assert not (run_dir / "metrics.jsonl").exists()
