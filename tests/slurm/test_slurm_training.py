@@ -19,8 +19,6 @@ from slurm_utils import requeue_and_release, restarts, squeue_jobs, wait_for
 
 pytestmark = [pytest.mark.slurm]
 TRAIN = [sys.executable, "-m", "rlvr_scaling.cli.train"]
-GRID = [sys.executable, "-m", "rlvr_scaling.cli.grid"]
-ANALYZE = [sys.executable, "-m", "analysis.cli"]
 
 
 def tiny(cache_dir: Path, prompts: int | None = 4) -> list[str]:
@@ -65,27 +63,23 @@ def _slurm_id(holder: dict) -> str:
 
 
 def _analyze(sweep: Path, out: Path, n_runs: int) -> None:
-    """rlvr-analyze reads every run directory of the sweep (none skipped)."""
-    proc = subprocess.run(
-        [*ANALYZE, str(sweep), "--out", str(out), "--no-plots", "--bootstrap", "50"],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    """rlvr-analyze (its main(), in this process) reads every run directory of the sweep, none skipped."""
+    from analysis.cli import main as analyze
+
+    assert analyze([str(sweep), "--out", str(out), "--no-plots", "--bootstrap", "50", "--quiet"]) == 0
     runs = (out / "runs.csv").read_text().strip().splitlines()
     assert len(runs) == 1 + n_runs, runs
     assert len((out / "skipped.csv").read_text().strip().splitlines()) == 1, (out / "skipped.csv").read_text()
 
 
-def _listed(args: list[str], cwd: Path) -> list[dict]:
-    """rlvr-grid's view of the same command (states, run directories)."""
-    proc = subprocess.run(
-        [*GRID, "--json", *args], env=_env(), cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads(line) for line in proc.stdout.splitlines()]
+def _listed(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> list[dict]:
+    """rlvr-grid's view of the same command (its main(), in this process): states, run directories."""
+    from rlvr_scaling.cli.grid import main as grid
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    assert grid(["--json", *args]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +98,7 @@ def warm_cache(tmp_path_factory):
 
 
 @pytest.mark.timeout(420)
-def test_demo_sweep_runs_as_one_job_array(slurm_cluster, warm_cache, tmp_path):
+def test_demo_sweep_runs_as_one_job_array(slurm_cluster, warm_cache, tmp_path, monkeypatch, capsys):
     """``rlvr-train -m sweeps=demo slurm=local_cluster`` with seed=0 and a small budget: the sweep's 4
     rollout sizes run as one job array of 4 tasks into the run directories rlvr-grid lists; each holds
     a completed run whose lock names its array task; rlvr-analyze reads all of them."""
@@ -121,7 +115,7 @@ def test_demo_sweep_runs_as_one_job_array(slurm_cluster, warm_cache, tmp_path):
     )
     wall = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = _listed(args, tmp_path)
+    runs = _listed(args, tmp_path, monkeypatch, capsys)
     assert len(runs) == 4 and {r["state"] for r in runs} == {"completed"}, runs
     assert sorted(r["B"] for r in runs) == [16, 32, 64, 128]
     sweep = tmp_path / "runs" / "demo"
@@ -138,9 +132,10 @@ def test_demo_sweep_runs_as_one_job_array(slurm_cluster, warm_cache, tmp_path):
     array_ids = {h["slurm_array_job_id"] for h in holders}
     assert len(array_ids) == 1 and None not in array_ids, "one multirun = one job array"
     assert sorted(int(h["slurm_array_task_id"]) for h in holders) == [0, 1, 2, 3]
-    print(
-        f"\n[measured] sweeps=demo on slurm=local_cluster: array {array_ids.pop()} of {len(runs)} tasks, {wall:.1f} s"
-    )
+    with capsys.disabled():
+        print(
+            f"\n[measured] sweeps=demo on slurm=local_cluster: array {array_ids.pop()} of {len(runs)} tasks, {wall:.1f} s"
+        )
     _analyze(sweep, tmp_path / "analysis", len(runs))
 
 
@@ -249,7 +244,7 @@ def _logs(sweep: Path) -> str:
 
 
 @pytest.mark.timeout(420)
-def test_data_parallel_sweep_with_two_tasks_per_run(slurm_cluster, warm_cache, tmp_path):
+def test_data_parallel_sweep_with_two_tasks_per_run(slurm_cluster, warm_cache, tmp_path, monkeypatch, capsys):
     """``rlvr-train -m sweeps=demo slurm=local_cluster_dp`` (tasks_per_node = 2, the shape of the GPU
     data-parallel presets), narrowed to 2 runs: one job array, each run one job of 2 tasks that join
     one gloo process group through submitit's distributed environment and write one run directory;
@@ -269,7 +264,7 @@ def test_data_parallel_sweep_with_two_tasks_per_run(slurm_cluster, warm_cache, t
     )
     wall = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = _listed(args, tmp_path)
+    runs = _listed(args, tmp_path, monkeypatch, capsys)
     assert len(runs) == 2 and {r["state"] for r in runs} == {"completed"}, runs
     holders = []
     for run in runs:
@@ -292,5 +287,6 @@ def test_data_parallel_sweep_with_two_tasks_per_run(slurm_cluster, warm_cache, t
     assert text.count("[parallel] ddp over 2 ranks (gloo)") == 2, text[-2000:]
     rank0 = [p for p in logs if p.name.endswith("_0_log.out")]
     assert len(rank0) == 2 and all("[run]" in p.read_text() for p in rank0)
-    print(f"\n[measured] sweeps=demo on slurm=local_cluster_dp: {len(runs)} runs x 2 tasks, {wall:.1f} s")
+    with capsys.disabled():
+        print(f"\n[measured] sweeps=demo on slurm=local_cluster_dp: {len(runs)} runs x 2 tasks, {wall:.1f} s")
     _analyze(sweep, tmp_path / "analysis", len(runs))
