@@ -180,6 +180,10 @@ class RunConfig:
     # stop (checkpointed, state "preempted", resumable) once this many rollouts are done: time-sliced
     # jobs, or continuing a run elsewhere (another machine, another number of processes)
     stop_after_rollouts: int | None = None
+    # one process owns a run directory (rundir.RunDirLock): a launch finding it held by another live
+    # process waits this long for it (a requeued job whose predecessor is still being killed), then exits
+    # naming the holder; 0 = exit at once
+    lock_wait_s: float = 60.0
 
     def validate(self, prefix: str = "run") -> None:
         if self.parallel not in ("auto", "ddp", "fsdp"):
@@ -194,6 +198,8 @@ class RunConfig:
             raise ConfigError(f"{prefix}.stop_after_rollouts must be >= 1 or null")
         if self.threads is not None and self.threads < 1:
             raise ConfigError(f"{prefix}.threads must be >= 1 or null")
+        if not self.lock_wait_s >= 0:
+            raise ConfigError(f"{prefix}.lock_wait_s must be >= 0 seconds (got {self.lock_wait_s})")
 
 
 @dataclass

@@ -21,7 +21,7 @@ import yaml
 
 from .config import Config, Derived, derive, validate
 from .errors import ConfigError
-from .rundir import atomic_write_text
+from .rundir import RunDirLock, RunDirLocked, atomic_write_text, ended_state
 
 BOOKKEEPING = ("run", "logger")
 
@@ -274,11 +274,13 @@ def train(cfg: Config, run_dir: Path, log=print) -> str:
     env = distributed.init(
         resolve_device(cfg.run.device).type, cfg.run.dist_backend, force=cfg.run.parallel != "auto"
     )
+    lock = RunDirLock(run_dir)  # taken by rank 0 only, in _claim_run_dir; held until here
     try:
         if not env.is_main:
             log = _quiet
-        return _train(cfg, derived, run_dir, env, log)
+        return _train(cfg, derived, run_dir, env, log, lock)
     finally:
+        lock.release()
         distributed.shutdown()
 
 
@@ -286,7 +288,16 @@ def _quiet(*_args, **_kwargs) -> None:
     pass
 
 
-def _train(cfg: Config, derived: Derived, run_dir: Path, env, log) -> str:
+def _claim_run_dir(cfg: Config, run_dir: Path, lock: RunDirLock, log) -> str | None:
+    """:func:`prepare_run_dir` under the run-directory lock (``run.lock_wait_s``). A run that has
+    already ended is checked and skipped without the lock: re-launching a grid never waits on it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.run.force or ended_state(run_dir) is None:
+        lock.acquire(cfg.run.lock_wait_s, log=log)
+    return prepare_run_dir(cfg, run_dir, log=log)
+
+
+def _train(cfg: Config, derived: Derived, run_dir: Path, env, log, lock: RunDirLock) -> str:
     from .trainer import Trainer
 
     log(f"[run] {run_dir}")
@@ -294,12 +305,16 @@ def _train(cfg: Config, derived: Derived, run_dir: Path, env, log) -> str:
     outcome: tuple[str, str | None] = ("ok", None)
     if env.is_main:
         try:
-            outcome = ("ok", prepare_run_dir(cfg, run_dir, log=log))
+            outcome = ("ok", _claim_run_dir(cfg, run_dir, lock, log))
         except ConfigError as err:
             outcome = ("error", str(err))
+        except RunDirLocked as err:
+            outcome = ("locked", str(err))
     kind, ended = env.broadcast_object(outcome)
     if kind == "error":
         raise ConfigError(ended)
+    if kind == "locked":
+        raise RunDirLocked(ended)
     if ended is not None:
         return ended
     if cfg.run.threads:

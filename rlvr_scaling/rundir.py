@@ -1,18 +1,25 @@
 """The run directory (DESIGN.md §6): atomic files, the metrics log, checkpoints.
 
-Every file is written under a temporary name and renamed, so a run killed at any instant leaves either
-the old or the new version. ``metrics.jsonl`` is append-only; a checkpoint records how many lines it
-covers, and a resumed run truncates the log to that count before appending, so the log of a killed and
-resumed run equals the log of an uninterrupted one. Checkpoints hold tensors in safetensors and
-everything else in JSON; nothing is unpickled when loading.
+One process owns a run directory at a time: :class:`RunDirLock` (``run.lock``, an advisory ``flock``
+held for the run's life). Every file is written under a temporary name and renamed, so a run killed at
+any instant leaves either the old or the new version. ``metrics.jsonl`` is append-only; a checkpoint
+records how many lines it covers, and a resumed run truncates the log to that count before appending,
+so the log of a killed and resumed run equals the log of an uninterrupted one. Checkpoints hold tensors
+in safetensors and everything else in JSON; nothing is unpickled when loading.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
 import shutil
+import socket
+import time
+import weakref
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +27,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 CHECKPOINTS = "checkpoints"
+LOCK_FILE = "run.lock"
 
 
 def _json_default(obj: Any):
@@ -53,6 +61,161 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, obj: Any, strict: bool = True) -> None:
     atomic_write_text(path, dumps(obj, strict=strict, indent=2) + "\n")
+
+
+def ended_state(run_dir: Path) -> str | None:
+    """``completed``/``failed`` when the directory holds a run that has ended, else None (no lock needed)."""
+    status = run_dir / "status.json"
+    if not (run_dir / "config.yaml").is_file() or not status.is_file():
+        return None
+    try:
+        state = json.loads(status.read_text()).get("state")
+    except (OSError, json.JSONDecodeError):
+        return None
+    return state if state in ("completed", "failed") else None
+
+
+class RunDirLocked(RuntimeError):
+    """Another live process holds the run directory (the message names it)."""
+
+
+_SLURM_KEYS = {
+    "slurm_job_id": "SLURM_JOB_ID",
+    "slurm_array_job_id": "SLURM_ARRAY_JOB_ID",
+    "slurm_array_task_id": "SLURM_ARRAY_TASK_ID",
+    "slurm_restart_count": "SLURM_RESTART_COUNT",
+}
+_HELD: weakref.WeakSet[RunDirLock] = weakref.WeakSet()
+
+
+def _forget_locks_in_child() -> None:
+    # A forked child shares the lock's open file description; closing its copy of the descriptor (never
+    # LOCK_UN, which would unlock the parent too) means a child that outlives a killed parent cannot
+    # keep the directory locked.
+    for lock in list(_HELD):
+        lock._forget()
+
+
+os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
+def holder_info() -> dict[str, Any]:
+    """Who holds a lock: host, pid, start time (UTC) and the SLURM job, array task and restart count."""
+    info: dict[str, Any] = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    info.update({key: os.environ.get(var) for key, var in _SLURM_KEYS.items()})
+    return info
+
+
+def describe_holder(info: dict[str, Any] | None) -> str:
+    if not info:
+        return "another process (it has not written its name yet)"
+    text = f"host {info.get('host')}, pid {info.get('pid')}"
+    if info.get("slurm_array_job_id"):
+        text += f", SLURM job {info['slurm_array_job_id']}_{info.get('slurm_array_task_id')}"
+        text += f" (job id {info.get('slurm_job_id')})"
+    elif info.get("slurm_job_id"):
+        text += f", SLURM job {info['slurm_job_id']}"
+    if info.get("slurm_restart_count"):
+        text += f", restart {info['slurm_restart_count']}"
+    return text + f", since {info.get('since')}"
+
+
+def read_holder(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # absent, or being written right now
+
+
+class RunDirLock:
+    """One process owns a run directory: an exclusive ``fcntl.flock`` on ``<run_dir>/run.lock``.
+
+    :meth:`acquire` takes the lock, waiting up to ``wait_s`` seconds while another process holds it,
+    then writes the holder (:func:`holder_info`: host, pid, start time, SLURM job/array task/restart)
+    into the file; past the wait it raises :class:`RunDirLocked` naming the holder. The lock lives as
+    long as the process: the kernel drops it when the process exits or is killed (SIGKILL, a node's
+    OOM killer, SLURM's KillWait), so a lock left by a dead process never blocks a resume. The file is
+    never deleted (deleting it would let two processes lock two different files of the same name);
+    between runs it names the last holder.
+
+    Advisory: only processes that ask for it are kept out. ``flock`` works across the processes of one
+    machine on any local filesystem; on network filesystems see docs/slurm.md (NFS emulates it with
+    byte-range locks; a filesystem that refuses it gets a warning and the run goes on unlocked).
+    """
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fh = None
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
+
+    def acquire(self, wait_s: float, log=print, poll_s: float = 0.25) -> bool:
+        """Take the lock (True), or go on without it where the filesystem has no ``flock`` (False)."""
+        if self._fh is not None:
+            return True
+        fh = open(self.path, "a+")  # never truncated before the lock is ours
+        deadline = time.monotonic() + wait_s
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = describe_holder(read_holder(self.path))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    fh.close()
+                    raise RunDirLocked(
+                        f"run directory {self.path.parent} is in use by {holder}; "
+                        f"gave up after waiting {wait_s:g} s (run.lock_wait_s). If that process is gone for "
+                        "good, its lock went with it: launch again"
+                    ) from None
+                if not waiting:
+                    log(f"[lock] {self.path.parent} is in use by {holder}: waiting up to {wait_s:g} s")
+                    waiting = True
+                time.sleep(min(poll_s, left))
+            except OSError as err:
+                if err.errno not in (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP):
+                    fh.close()
+                    raise
+                fh.close()
+                log(
+                    f"[lock] warning: the filesystem of {self.path.parent} does not support flock "
+                    f"({errno.errorcode.get(err.errno, err.errno)}): running without the run-directory lock"
+                )
+                return False
+        fh.seek(0)
+        fh.truncate()
+        fh.write(dumps(holder_info()) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+        self._fh = fh
+        _HELD.add(self)
+        if waiting:
+            log(f"[lock] {self.path.parent}: the previous holder is gone, continuing")
+        return True
+
+    def release(self) -> None:
+        if self._fh is None:
+            return
+        fh, self._fh = self._fh, None
+        _HELD.discard(self)
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        finally:
+            fh.close()
+
+    def _forget(self) -> None:
+        if self._fh is not None:
+            fh, self._fh = self._fh, None
+            _HELD.discard(self)
+            fh.close()  # this process's descriptor only; the lock stays with the parent
 
 
 class MetricsLog:

@@ -224,7 +224,9 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 JobRequeue=1
 MailProg=/bin/true
-KillWait=10
+# Seconds between the SIGTERM of a cancel/requeue and the SIGKILL (sites use ~30): short, so that
+# tests of hard requeues need short runs.
+KillWait=2
 MinJobAge=300
 InactiveLimit=0
 SlurmdTimeout=300

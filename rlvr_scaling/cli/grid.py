@@ -20,45 +20,59 @@ import json
 import sys
 from pathlib import Path
 
+from omegaconf import DictConfig
+
 # ~250 responses/s (evaluation included) of the 1M-parameter default on 2 CPU threads, 24-token sequences.
 EMBEDDED_FLOPS_PER_S = 5.0e10
 
 
-def expand(overrides: list[str]) -> tuple[list[list[str]], object]:
-    from hydra import compose, initialize_config_dir
+def sweep_jobs(overrides: list[str], base: DictConfig | None = None) -> list[list[str]]:
+    """The override lists of the jobs ``rlvr-train -m <overrides>`` would launch (nothing composed but
+    the base config, to read the sweep file's ``hydra.sweeper.params``).
+
+    Mirrors Hydra's basic sweeper: the sweep file's params first, then the command line, one axis per
+    key (a later value for the same key replaces the earlier one, so ``seed=0`` narrows a sweep file's
+    ``seed: 0,1``); the jobs are the product of the axes. ``base``: the config composed from the
+    non-sweep overrides, when the caller has it already.
+    """
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    plain = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
+    if base is None:
+        base = compose_job(plain)
+    params = [f"{key}={value}" for key, value in (base.hydra.sweeper.get("params") or {}).items()]
+    axes: dict[str, list[str]] = {}
+    for o in parser.parse_overrides(params + list(overrides)):
+        key = o.get_key_element()
+        # the sweeper's own spelling, which reaches the run directory's name (false -> False)
+        values = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
+        axes[key] = [f"{key}={v}" for v in values]
+    return [list(combo) for combo in itertools.product(*axes.values())]
+
+
+def compose_job(overrides: list[str]) -> DictConfig:
+    """One job's config as Hydra composes it, ``hydra:`` included (launcher, run directory)."""
+    from hydra import compose, initialize_config_dir
 
     from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
     from rlvr_scaling.config import register_configs
 
     _register_resolvers()
     register_configs()
-    parser = OverridesParser.create()
-    parsed = parser.parse_overrides(overrides)
-    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
-    swept = {
-        o.get_key_element(): [str(v) for v in o.sweep_string_iterator()]
-        for o in parsed
-        if o.is_sweep_override()
-    }
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        base = compose("config", overrides=plain, return_hydra_config=True)
-        params = dict(base.hydra.sweeper.get("params") or {})
-        axes: dict[str, list[str]] = {}
-        for key, value in params.items():
-            line = f"{key}={value}"
-            (o,) = parser.parse_overrides([line])
-            axes[o.get_key_element()] = (
-                [str(v) for v in o.sweep_string_iterator()]
-                if o.is_sweep_override()
-                else [o.get_value_element_as_str()]
-            )
-        axes.update(swept)
-        jobs = [
-            plain + [f"{k}={v}" for k, v in zip(axes, combo)] for combo in itertools.product(*axes.values())
-        ] or [plain]
-        composed = [compose("config", overrides=job, return_hydra_config=True) for job in jobs]
-    return jobs, composed
+        return compose("config", overrides=list(overrides), return_hydra_config=True)
+
+
+def expand(overrides: list[str]) -> tuple[list[list[str]], list[DictConfig]]:
+    """Every job of :func:`sweep_jobs`, composed (:func:`compose_job`)."""
+    jobs = sweep_jobs(overrides)
+    return jobs, [compose_job(job) for job in jobs]
+
+
+def run_dir_of(cfg: DictConfig) -> Path:
+    """The run directory of a job composed by :func:`expand`: ``hydra.sweep.dir/hydra.sweep.subdir``."""
+    return Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,13 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs, composed = expand(args.overrides)
     rows = []
     for job, cfg in zip(jobs, composed):
-        hydra_cfg = cfg.hydra
-        sweep_dir = Path(str(hydra_cfg.sweep.dir))
+        run_dir = run_dir_of(cfg)
         OmegaConf.set_struct(cfg, False)
-        excluded = set(hydra_cfg.job.config.override_dirname.exclude_keys)
-        dirname = (
-            ",".join(sorted(o for o in job if o.split("=", 1)[0].lstrip("+~") not in excluded)) or "default"
-        )
         del cfg["hydra"]
         typed = OmegaConf.to_object(cfg)
         try:
@@ -91,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rlvr-grid: config error in job {job}: {err}", file=sys.stderr)
             return 2
         d = derive(typed)
-        run_dir = sweep_dir / dirname
         status = run_dir / "status.json"
         state = json.loads(status.read_text()).get("state", "?") if status.is_file() else "new"
         if typed.model.path == "embedded":

@@ -12,6 +12,7 @@ the same command resumes the run in it, or skips it when it has ended.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -21,14 +22,34 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlvr_scaling.config import register_configs
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.rundir import RunDirLocked
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
 
 
+# A file name holds at most 255 bytes (NAME_MAX); longer override lists are shortened (run_dirname).
+MAX_DIRNAME_BYTES = 200
+
+
+def run_dirname(override_dirname: str) -> str:
+    """A run directory's name from Hydra's ``hydra.job.override_dirname`` (the overrides that vary):
+    ``default`` when there are none; a name past :data:`MAX_DIRNAME_BYTES` keeps its start and ends in
+    ``,~<12 hex digits of its SHA-1>``, so it stays unique, stable and creatable."""
+    if not override_dirname:
+        return "default"
+    raw = override_dirname.encode()
+    if len(raw) <= MAX_DIRNAME_BYTES:
+        return override_dirname
+    digest = hashlib.sha1(raw).hexdigest()[:12]
+    return raw[: MAX_DIRNAME_BYTES - 14].decode(errors="ignore") + ",~" + digest
+
+
 def _register_resolvers() -> None:
     if not OmegaConf.has_resolver("rlvr.or"):
         OmegaConf.register_new_resolver("rlvr.or", lambda value, default: value if value else default)
+    if not OmegaConf.has_resolver("rlvr.dirname"):
+        OmegaConf.register_new_resolver("rlvr.dirname", run_dirname)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -49,8 +70,23 @@ def _hydra_main(cfg: DictConfig) -> str:
         return train(typed, run_dir)
     except ConfigError as err:
         # A wrong config: one clear line and exit code 2, before any compute.
-        print(f"rlvr-train: config error: {err}", file=sys.stderr)
-        sys.exit(2)
+        _fail(f"config error: {err}", 2, err)
+    except RunDirLocked as err:
+        # Another live process owns the run directory (run.lock names it): one line, exit code 3.
+        _fail(str(err), 3, err)
+
+
+def _fail(message: str, code: int, err: Exception) -> None:
+    """One line on stderr; then exit with ``code`` (a single run), or, in a multirun, raise, so that the
+    launcher reports this job as failed with the message (a job of a SLURM array that exited instead
+    would only say it produced no result)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    print(f"rlvr-train: {message}", file=sys.stderr)
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise err
+    sys.exit(code)
 
 
 def default_threads(hc) -> int | None:

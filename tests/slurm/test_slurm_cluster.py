@@ -147,7 +147,7 @@ def test_requeue_resumes_from_checkpoint(executor: submitit.AutoExecutor, tmp_pa
     """
     workdir = tmp_path / "work"
     workdir.mkdir()
-    total, step_s, preempt_at = 80, 0.25, 8
+    total, step_s, preempt_at = 32, 0.25, 8
     job = executor.submit(CountTo(), str(workdir), total, step_s)
     wait_for_state(job.job_id, {"RUNNING"}, timeout=60)
     count_file = workdir / "count"

@@ -1,6 +1,8 @@
-"""Training grids on the real local SLURM cluster through the Hydra submitit launcher: a grid of tiny
-runs completes with correct run directories, and a job preempted mid-training is requeued and resumes
-from its checkpoint with the same final metrics as an uninterrupted run."""
+"""Training grids on the real local SLURM cluster through the Hydra submitit launcher: a shipped sweep
+file (sweeps/demo.yaml, shrunk to tiny runs) runs as one job array, with one and with two tasks (ranks)
+per run, every run directory ends completed and rlvr-analyze reads them; a job preempted mid-training
+is requeued and resumes from its checkpoint with the same metrics as an uninterrupted run, and the
+run-directory lock passes from the killed job to the restarted one."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -18,10 +21,11 @@ pytestmark = [pytest.mark.slurm]
 TRAIN = [sys.executable, "-m", "rlvr_scaling.cli.train"]
 
 
-def tiny(cache_dir: Path) -> list[str]:
+def tiny(cache_dir: Path, prompts: int | None = 4) -> list[str]:
+    """The tiny model and task; ``prompts=None`` leaves rollout.prompts_per_rollout to the sweep."""
     return [
         "model=tiny",
-        "rollout.prompts_per_rollout=4",
+        *([f"rollout.prompts_per_rollout={prompts}"] if prompts else []),
         "rollout.group_size=4",
         "optim.steps_per_rollout=2",
         "rollout.max_new_tokens=4",
@@ -47,6 +51,37 @@ def _env():
     return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 
 
+def _holder(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.lock").read_text())
+
+
+def _slurm_id(holder: dict) -> str:
+    """The job id squeue shows for the lock's holder: ``<array>_<task>`` or the plain job id."""
+    if holder["slurm_array_job_id"]:
+        return f"{holder['slurm_array_job_id']}_{holder['slurm_array_task_id']}"
+    return holder["slurm_job_id"]
+
+
+def _analyze(sweep: Path, out: Path, n_runs: int) -> None:
+    """rlvr-analyze (its main(), in this process) reads every run directory of the sweep, none skipped."""
+    from analysis.cli import main as analyze
+
+    assert analyze([str(sweep), "--out", str(out), "--no-plots", "--bootstrap", "50", "--quiet"]) == 0
+    runs = (out / "runs.csv").read_text().strip().splitlines()
+    assert len(runs) == 1 + n_runs, runs
+    assert len((out / "skipped.csv").read_text().strip().splitlines()) == 1, (out / "skipped.csv").read_text()
+
+
+def _listed(args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> list[dict]:
+    """rlvr-grid's view of the same command (its main(), in this process): states, run directories."""
+    from rlvr_scaling.cli.grid import main as grid
+
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    assert grid(["--json", *args]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
 @pytest.fixture(scope="module")
 def warm_cache(tmp_path_factory):
     """Build the tiny warm-started model once, outside SLURM, so jobs only load it."""
@@ -63,55 +98,77 @@ def warm_cache(tmp_path_factory):
 
 
 @pytest.mark.timeout(420)
-def test_grid_of_tiny_runs_on_slurm(slurm_cluster, warm_cache, tmp_path):
-    sweep = tmp_path / "grid"
+def test_demo_sweep_runs_as_one_job_array(slurm_cluster, warm_cache, tmp_path, monkeypatch, capsys):
+    """``rlvr-train -m sweeps=demo slurm=local_cluster`` with seed=0 and a small budget: the sweep's 4
+    rollout sizes run as one job array of 4 tasks into the run directories rlvr-grid lists; each holds
+    a completed run whose lock names its array task; rlvr-analyze reads all of them."""
+    args = [
+        "sweeps=demo",
+        "slurm=local_cluster",
+        "seed=0",
+        "train.max_responses=256",
+        *tiny(warm_cache, None),
+    ]
+    t0 = time.monotonic()
     proc = subprocess.run(
-        [
-            *TRAIN,
-            "-m",
-            "slurm=local_cluster",
-            "seed=0,1,2",
-            "train.max_responses=64",
-            *tiny(warm_cache),
-            f"hydra.sweep.dir={sweep}",
-            "hydra.sweep.subdir=seed_${seed}",
-        ],
-        env=_env(),
-        timeout=400,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+        [*TRAIN, "-m", *args], env=_env(), timeout=400, capture_output=True, text=True, cwd=tmp_path
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for seed in (0, 1, 2):
-        run_dir = sweep / f"seed_{seed}"
-        status = json.loads((run_dir / "status.json").read_text())
-        assert status["state"] == "completed"
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = _listed(args, tmp_path, monkeypatch, capsys)
+    assert len(runs) == 4 and {r["state"] for r in runs} == {"completed"}, runs
+    assert sorted(r["B"] for r in runs) == [16, 32, 64, 128]
+    sweep = tmp_path / "runs" / "demo"
+    assert {p.parent for p in sweep.glob("*/status.json")} == {tmp_path / r["run_dir"] for r in runs}
+    holders = []
+    for run in runs:
+        run_dir = tmp_path / run["run_dir"]
         summary = json.loads((run_dir / "summary.json").read_text())
-        assert summary["derived"]["responses_per_rollout"] == 16
+        assert summary["derived"]["responses_per_rollout"] == run["B"]
         rows = _rows(run_dir)
-        assert rows[-1]["responses"] == 64 and rows[-1]["rollout"] == 4
+        assert rows[-1]["responses"] == 256 and rows[-1]["rollout"] == 256 // run["B"]
         assert (run_dir / "config.yaml").is_file() and (run_dir / ".hydra").is_dir()
-    # Three distinct runs: different seeds draw different rollouts.
-    assert len({json.dumps(_rows(sweep / f"seed_{s}")[1]) for s in (0, 1, 2)}) == 3
+        holders.append(_holder(run_dir))
+    array_ids = {h["slurm_array_job_id"] for h in holders}
+    assert len(array_ids) == 1 and None not in array_ids, "one multirun = one job array"
+    assert sorted(int(h["slurm_array_task_id"]) for h in holders) == [0, 1, 2, 3]
+    with capsys.disabled():
+        print(
+            f"\n[measured] sweeps=demo on slurm=local_cluster: array {array_ids.pop()} of {len(runs)} tasks, {wall:.1f} s"
+        )
+    _analyze(sweep, tmp_path / "analysis", len(runs))
 
 
-@pytest.mark.parametrize("how", ["signal", "scontrol"])
+def _checkpoint_rollout(run_dir: Path) -> int:
+    pointer = run_dir / "checkpoints" / "latest.json"
+    return int(json.loads(pointer.read_text())["tag"].split("-")[1]) if pointer.is_file() else -1
+
+
 @pytest.mark.timeout(600)
-def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(
-    slurm_cluster, warm_cache, tmp_path, how
-):
-    # A hard requeue (scontrol) ignores the job until SLURM's KillWait (10 s on the local cluster) ends it:
-    # that run must last well beyond it, or it finishes before it is killed.
-    budget = [f"train.max_responses={4800 if how == 'signal' else 24000}", "run.checkpoint_every_rollouts=10"]
+def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(slurm_cluster, warm_cache, tmp_path):
+    """One training job preempted twice, both ways a job is requeued, and resumed each time:
+
+    1. submitit's own path (``job._interrupt()``: SIGUSR2 -> checkpoint at the next rollout boundary
+       -> ``scontrol requeue`` by submitit): resumes exactly where it stopped;
+    2. a hard ``scontrol requeue`` (an admin, a ``PreemptMode=REQUEUE`` preemption): SIGTERM, ignored,
+       then SIGKILL after KillWait; the restarted job resumes from its last periodic checkpoint.
+
+    Rows up to the second resume point equal an uninterrupted reference run's (bit-identical: the
+    signal checkpoint is exact), the clocks continue without a gap or a duplicate, and the
+    run-directory lock goes from each killed job to its restart without blocking it: ``run.lock``
+    names the same job with ``restart 2`` and a new pid.
+    """
+    responses = 6400  # outlasts two checkpoints, the requeues and KillWait (2 s on the local cluster)
+    budget = [f"train.max_responses={responses}", "run.checkpoint_every_rollouts=10"]
     reference = tmp_path / "reference"
-    subprocess.run(
-        [*TRAIN, *tiny(warm_cache), *budget, f"hydra.run.dir={reference}"],
-        check=True,
-        env=_env(),
-        timeout=400,
-        capture_output=True,
-    )
+    ref_log = tmp_path / "reference.log"
+    with open(ref_log, "w") as fh:  # the uninterrupted reference runs here while the job runs on the cluster
+        ref_proc = subprocess.Popen(
+            [*TRAIN, *tiny(warm_cache), *budget, f"hydra.run.dir={reference}"],
+            env=_env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     name = f"rlvr_requeue_{uuid.uuid4().hex[:8]}"
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen(
@@ -133,85 +190,103 @@ def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(
         cwd=tmp_path,
     )
     run_dir = sweep / "seed_0"
+    holders = []
     try:
         job_id = wait_for(
             lambda: next((j for j, n, s in squeue_jobs(name) if s == "RUNNING"), None),
             180,
             "the training job to run",
         )
-        wait_for(
-            lambda: (run_dir / "checkpoints" / "latest.json").is_file(),
-            180,
-            "a first checkpoint",
-            interval=0.1,
-        )
-        state = json.loads((run_dir / "status.json").read_text())
-        assert state["state"] == "running"
-        requeue_and_release(job_id, how=how, timeout=150)
-        assert restarts(job_id) >= 1
+        wait_for(lambda: _checkpoint_rollout(run_dir) > 0, 180, "a first checkpoint", interval=0.1)
+        assert json.loads((run_dir / "status.json").read_text())["state"] == "running"
+        holders.append(_holder(run_dir))
+        requeue_and_release(job_id, how="signal", timeout=150)
+        assert restarts(job_id) == 1
+        # the restarted job has resumed and written a periodic checkpoint of its own
+        wait_for(lambda: "[resume] from rollout-" in _logs(sweep), 180, "the first resume")
+        at_signal = _checkpoint_rollout(run_dir)
+        wait_for(lambda: _checkpoint_rollout(run_dir) > at_signal, 180, "a checkpoint after the resume", 0.1)
+        holders.append(_holder(run_dir))
+        requeue_and_release(job_id, how="scontrol", timeout=150)
+        assert restarts(job_id) == 2
         output, _ = proc.communicate(timeout=400)
+        ref_proc.wait(timeout=400)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        for p in (proc, ref_proc):
+            if p.poll() is None:
+                p.kill()
     assert proc.returncode == 0, output[-3000:]
+    assert ref_proc.returncode == 0, ref_log.read_text()[-3000:]
     assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
-    logs = "".join(p.read_text(errors="replace") for p in (sweep / ".submitit").rglob("*_log.out"))
-    assert "[resume] from rollout-" in logs, logs[-3000:]
-    if how == "signal":
-        assert "[signal] SIGUSR2" in logs
+    holders.append(_holder(run_dir))
+    assert [_slurm_id(h) for h in holders] == [job_id] * 3
+    assert [h["slurm_restart_count"] or "0" for h in holders] == ["0", "1", "2"]
+    assert len({h["pid"] for h in holders}) == 3, holders
+    logs = _logs(sweep)
+    assert logs.count("[signal] SIGUSR2") == 1
+    starts = [int(part[:7]) for part in logs.split("[resume] from rollout-")[1:]]
+    assert len(starts) == 2 and 0 < starts[0] < starts[1], starts
+    assert "gave up after waiting" not in logs  # each restarted job got the lock
     got, want = _rows(run_dir), _rows(reference)
-    if how == "signal":
-        assert got == want  # checkpoint at the signal: bit-identical
-    else:
-        # Hard kill (SIGKILL after KillWait): resumed from the last periodic checkpoint in a new process.
-        # Rows up to that checkpoint are the reference's, and the clocks continue without a gap or a
-        # duplicate. (Later rows can drift from the reference: a resumed process may round the last bit
-        # of a CPU kernel differently, and a different sampled token then changes the trajectory.)
-        resumed_at = int(logs.split("[resume] from rollout-")[1][:7])
-        assert resumed_at > 0
-        prefix = [r for r in want if r["rollout"] <= resumed_at]
-        assert got[: len(prefix)] == prefix
-        train_rows = [r for r in got if "train/reward_mean" in r]
-        assert [r["rollout"] for r in train_rows] == list(range(1, len(train_rows) + 1))
-        assert [r["responses"] for r in train_rows] == [16 * i for i in range(1, len(train_rows) + 1)]
-        assert train_rows[-1]["responses"] == 24000
+    # Up to the hard kill's checkpoint the rows are the reference's (the signal's resume is exact).
+    # Later rows may drift from it: a resumed process may round the last bit of a CPU kernel
+    # differently, and a different sampled token then changes the trajectory.
+    prefix = [r for r in want if r["rollout"] <= starts[1]]
+    assert got[: len(prefix)] == prefix
+    train_rows = [r for r in got if "train/reward_mean" in r]
+    assert [r["rollout"] for r in train_rows] == list(range(1, len(train_rows) + 1))
+    assert [r["responses"] for r in train_rows] == [16 * i for i in range(1, len(train_rows) + 1)]
+    assert train_rows[-1]["responses"] == responses
+
+
+def _logs(sweep: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in sorted((sweep / ".submitit").rglob("*_log.out")))
 
 
 @pytest.mark.timeout(420)
-def test_data_parallel_job_with_two_tasks(slurm_cluster, warm_cache, tmp_path):
-    """One run as one SLURM job of 2 tasks (submitit launcher, tasks_per_node=2): the tasks join one
-    gloo process group through submitit's distributed environment and write one run directory."""
-    sweep = tmp_path / "dp"
+def test_data_parallel_sweep_with_two_tasks_per_run(slurm_cluster, warm_cache, tmp_path, monkeypatch, capsys):
+    """``rlvr-train -m sweeps=demo slurm=local_cluster_dp`` (tasks_per_node = 2, the shape of the GPU
+    data-parallel presets), narrowed to 2 runs: one job array, each run one job of 2 tasks that join
+    one gloo process group through submitit's distributed environment and write one run directory;
+    rank 0 alone holds its lock; rlvr-analyze reads both."""
+    args = [
+        "sweeps=demo",
+        "slurm=local_cluster_dp",
+        "seed=0",
+        "rollout.prompts_per_rollout=4,8",
+        "train.max_responses=64",
+        "run.checkpoint_every_rollouts=1",
+        *tiny(warm_cache, None),
+    ]
+    t0 = time.monotonic()
     proc = subprocess.run(
-        [
-            *TRAIN,
-            "-m",
-            "slurm=local_cluster",
-            "hydra.launcher.tasks_per_node=2",
-            "seed=0",
-            "train.max_responses=48",
-            "run.checkpoint_every_rollouts=1",
-            *tiny(warm_cache),
-            f"hydra.sweep.dir={sweep}",
-            "hydra.sweep.subdir=dp",
-        ],
-        env=_env(),
-        timeout=400,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+        [*TRAIN, "-m", *args], env=_env(), timeout=400, capture_output=True, text=True, cwd=tmp_path
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run_dir = sweep / "dp"
-    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["derived"]["world_size"] == 2
-    assert summary["final"]["clocks"]["responses"] == 48
-    rows = _rows(run_dir)
-    assert [r["responses"] for r in rows if "train/reward_mean" in r] == [16, 32, 48]
-    latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())["tag"]
-    assert (run_dir / "checkpoints" / latest / "dcp" / ".metadata").is_file()
-    # both tasks ran the trainer: rank 0 logged the process group, rank 1 stayed quiet
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = _listed(args, tmp_path, monkeypatch, capsys)
+    assert len(runs) == 2 and {r["state"] for r in runs} == {"completed"}, runs
+    holders = []
+    for run in runs:
+        run_dir = tmp_path / run["run_dir"]
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["derived"]["world_size"] == 2
+        assert summary["final"]["clocks"]["responses"] == 64
+        rows = _rows(run_dir)
+        assert [r["responses"] for r in rows if "train/reward_mean" in r] == list(
+            range(run["B"], 65, run["B"])
+        )
+        latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())["tag"]
+        assert (run_dir / "checkpoints" / latest / "dcp" / ".metadata").is_file()
+        holders.append(_holder(run_dir))
+    assert len({h["slurm_array_job_id"] for h in holders}) == 1, "one multirun = one job array"
+    # both tasks of each job ran the trainer: rank 0 logged the process group, rank 1 stayed quiet
+    sweep = tmp_path / "runs" / "demo"
     logs = sorted((sweep / ".submitit").rglob("*_log.out"))
     text = "\n".join(p.read_text() for p in logs)
-    assert text.count("[parallel] ddp over 2 ranks (gloo)") == 1, text[-2000:]
+    assert text.count("[parallel] ddp over 2 ranks (gloo)") == 2, text[-2000:]
+    rank0 = [p for p in logs if p.name.endswith("_0_log.out")]
+    assert len(rank0) == 2 and all("[run]" in p.read_text() for p in rank0)
+    with capsys.disabled():
+        print(f"\n[measured] sweeps=demo on slurm=local_cluster_dp: {len(runs)} runs x 2 tasks, {wall:.1f} s")
+    _analyze(sweep, tmp_path / "analysis", len(runs))
