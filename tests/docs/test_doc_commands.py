@@ -235,6 +235,8 @@ def _make_rule(cmd: Command) -> Coverage | None:
         return Coverage("ci", f"make {target}")
     if target == "lint":
         return Coverage("ci", "make lint")
+    if target == "test-oldest":
+        return Coverage("ci", "make test-oldest")
     if target == "bench":
         return Coverage("script", "benchmarks/cycle.py", "make bench runs it; minutes of CPU")
     return None
@@ -308,6 +310,17 @@ RULES: list[Rule] = [
         _regex(
             r"^cp slurm/local\.example\.yaml slurm/local\.yaml$",
             Coverage("test", "tests/slurm/test_slurm_presets.py::test_example_site_file_is_valid"),
+        ),
+    ),
+    (
+        "warm-start asset",
+        _regex(
+            r"^python scripts/build_embedded_asset\.py( |$)",
+            Coverage(
+                "test",
+                "tests/core/test_embedded_asset.py::test_the_recipe_still_produces_the_shipped_model",
+                "the script's composition and the recipe's first steps; a full build is minutes of CPU",
+            ),
         ),
     ),
     (
