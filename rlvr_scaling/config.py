@@ -238,6 +238,10 @@ def validate(cfg: Config) -> None:
         )
     cfg.optim.validate()
     cfg.loss.validate()
+    from .engines import resolve_engine
+    from .logprobs import check_logprob_config
+
+    check_logprob_config(cfg, resolve_engine(cfg.rollout.engine, cfg.run.device))
     cfg.eval.validate()
     cfg.failure.validate()
     cfg.noise.validate()

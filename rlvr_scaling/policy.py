@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .engines.hf import position_ids_from_mask
+from .engines.hf import CACHE_KWARG, position_ids_from_mask
 
 
 def trim_padding(input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
@@ -94,9 +94,9 @@ def completion_logprobs_shared(
         input_ids=u_ids,
         attention_mask=u_mask,
         position_ids=position_ids_from_mask(u_mask),
-        cache=cache,
         use_cache=lc > 1,
         logits_to_keep=1,
+        **({CACHE_KWARG: cache} if cache is not None else {}),
     )
     logits = out.logits[inverse]  # [n, 1, V]: predicts the first completion token
     if lc > 1:  # the cache now holds the prompts' keys and values; one copy per row
@@ -108,8 +108,8 @@ def completion_logprobs_shared(
             input_ids=c_ids[:, : lc - 1],
             attention_mask=full_mask,
             position_ids=positions,
-            cache=cache,
             use_cache=True,
+            **{CACHE_KWARG: cache},
         )
         logits = torch.cat([logits, out2.logits], dim=1)
     logp, entropy = token_logprobs(logits, c_ids, temperature, with_entropy)

@@ -150,7 +150,7 @@ class Trainer:
         batch.perf["old_logprob_s"] = time.perf_counter() - t
         per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)
         t = time.perf_counter()
-        train = self.optim.run(batch.gen, advantages, logps.old, logps.ref, plan)  # K optimizer steps
+        train = self.optim.run(batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights)  # K steps
         batch.perf["train_s"] = time.perf_counter() - t
         t = time.perf_counter()
         self._sync_weights()
@@ -161,6 +161,7 @@ class Trainer:
         accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None)
         row = {
             **accounting.training_row(batch, advantages, logps.entropy_mean, int(logps.needed.numel())),
+            **logps.stats,  # engine/trainer mismatch and truncated-IS weights, when pi_old is recomputed
             **train,
             **per_sample,
             **adv_row,

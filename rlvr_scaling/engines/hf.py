@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from ..models import encode_prompt
+from ..models import autocast_region, encode_prompt
 from ..registry import Registry
 from .base import Engine, Generation, SamplingParams, draw_uniforms
 
 ENGINES: Registry[type] = Registry("engine")
+
+# The forward keyword of the KV cache: ``past_key_values`` up to transformers 5.2x, ``cache`` after it
+# (where ``past_key_values`` still works, with a deprecation warning). A wrong keyword would be swallowed
+# by ``**kwargs`` and the cache silently not used, so it is read off the installed version's output type.
+# The cache object is updated in place, so callers keep their own reference instead of reading it back.
+CACHE_KWARG = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 def position_ids_from_mask(mask: torch.Tensor) -> torch.Tensor:
@@ -86,15 +93,18 @@ class HFEngine(Engine):
             raise ValueError("generate() called with zero responses")
         chunk = self.max_batch or len(rows)
         uniforms = draw_uniforms(generator, counts, params.max_new_tokens, self.device)
-        parts = [
-            self._generate_rows(
-                [encoded[i] for i in rows[s : s + chunk]],
-                rows[s : s + chunk],
-                params,
-                uniforms[s : s + chunk],
-            )
-            for s in range(0, len(rows), chunk)
-        ]
+        # one autocast region over the whole call (mixed precision): the fp32 weights are cast to the
+        # compute dtype once, not at every decoding step
+        with autocast_region(self.model):
+            parts = [
+                self._generate_rows(
+                    [encoded[i] for i in rows[s : s + chunk]],
+                    rows[s : s + chunk],
+                    params,
+                    uniforms[s : s + chunk],
+                )
+                for s in range(0, len(rows), chunk)
+            ]
         return Generation.concat(parts, self.pad_id)
 
     def _generate_rows(self, prompt_ids, rows, params: SamplingParams, uniforms: torch.Tensor) -> Generation:
@@ -125,12 +135,12 @@ class HFEngine(Engine):
             input_ids=ids[first],
             attention_mask=uniq_mask,
             position_ids=position_ids_from_mask(uniq_mask),
-            cache=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{CACHE_KWARG: cache},
         )
         if len(first) < n:
-            out.cache.batch_select_indices(expand)
+            cache.batch_select_indices(expand)
             out.logits = out.logits[expand]
         # Rows still generating; finished rows are dropped from the batch and its KV cache, so a
         # rollout whose answers stop early costs only what it generates.
@@ -152,13 +162,13 @@ class HFEngine(Engine):
             if not alive.all():
                 keep = alive.nonzero().squeeze(-1)
                 active, tok, act_mask, next_pos = active[keep], tok[keep], act_mask[keep], next_pos[keep]
-                out.cache.batch_select_indices(keep)
+                cache.batch_select_indices(keep)
             out = self.model(
                 input_ids=tok[:, None],
                 attention_mask=act_mask,
                 position_ids=next_pos,
-                cache=out.cache,
                 use_cache=True,
+                **{CACHE_KWARG: cache},
             )
         if was_training:
             self.model.train()
