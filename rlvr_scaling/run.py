@@ -239,3 +239,6 @@ def _train(cfg: Config, derived: Derived, run_dir: Path, env, log) -> str:
         for sink in sinks:
             sink.close(state, failure, derived.as_dict())
         components.task.close()
+        # an in-process vLLM engine left to the garbage collector tears down vLLM's process groups
+        # whenever it is collected, under the next engine of the same process (in-process multiruns)
+        components.engine.close()
