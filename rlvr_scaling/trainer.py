@@ -89,6 +89,7 @@ class Trainer:
         log(f"[old log-probs] {self.logprobs.describe()}")
         self.optim = PolicyOptimizer(cfg, derived, self.parallel, self.device, self.dist, self.clocks)
         self.evaluator = Evaluator(cfg, self.task, self.engine, self.dist, self.logprobs)
+        self.flop_meter = accounting.FlopMeter.for_trainer(self.parallel, self.ref_model, self.engine)
         self.monitor = FailureMonitor(cfg.failure)
         self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
         # rank 0 alone writes the run directory; the other ranks count rows so control flow agrees
@@ -140,6 +141,7 @@ class Trainer:
 
     def _rollout(self) -> None:
         r = self.clocks.rollout
+        self.flop_meter.start()  # the `flops` clock: the work of the passes that run until `account`
         batch = self.collector.collect(r)  # allocate + generate + score
         advantages, adv_row = self._advantages(batch)
         rng = torch.Generator(device="cpu").manual_seed(derived_seed(self.cfg.seed, "rollout", r))
@@ -158,7 +160,8 @@ class Trainer:
         t = time.perf_counter()
         train.update(self._final_drift(batch.gen, logps.old, plan))  # KL(pi_old || pi_theta) after step K
         batch.perf["drift_s"] = time.perf_counter() - t
-        accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None)
+        flops = self.flop_meter.stop(self.dist)
+        accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None, flops)
         row = {
             **accounting.training_row(batch, advantages, logps.entropy_mean, int(logps.needed.numel())),
             **logps.stats,  # engine/trainer mismatch and truncated-IS weights, when pi_old is recomputed
