@@ -33,6 +33,7 @@ from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
 from .per_sample import PerSampleNoiseParams
+from .samples import SamplesConfig
 
 
 @dataclass
@@ -142,8 +143,10 @@ class LoggerConfig:
     entity: str | None = None
     mode: str = "auto"  # auto (online with credentials, else offline) | online | offline
     tags: list[str] = field(default_factory=list)
+    samples: SamplesConfig = field(default_factory=SamplesConfig)  # sampled completions (samples.py)
 
     def validate(self, prefix: str = "logger") -> None:
+        self.samples.validate(f"{prefix}.samples")
         if self.name not in ("none", "wandb"):
             raise ConfigError(f"{prefix}.name must be none or wandb (got {self.name!r})")
         if self.mode not in ("auto", "online", "offline"):

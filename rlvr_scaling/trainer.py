@@ -41,6 +41,7 @@ from .optimize import PolicyOptimizer
 from .per_sample import RolloutGradients
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
+from .samples import SampleLog
 
 __all__ = ["Trainer", "TrainerState", "derived_seed"]
 
@@ -94,6 +95,7 @@ class Trainer:
         self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
         # rank 0 alone writes the run directory; the other ranks count rows so control flow agrees
         self.metrics = MetricsLog(run_dir / "metrics.jsonl") if self.dist.is_main else _CountingLog()
+        self.samples = SampleLog(cfg.logger.samples, run_dir, enabled=self.dist.is_main, log=log)
         self.stop_signal: int | None = None
         self.failure: dict[str, Any] | None = None
         self.resumed_from: str | None = None
@@ -173,6 +175,7 @@ class Trainer:
             "perf/responses_per_s": len(batch.gen) / max(sum(batch.perf.values()), 1e-9),
         }
         self._log_row(row)
+        self.samples.write(batch, advantages, self.clocks, self.sinks)  # samples.jsonl, when due
         self.progress.update(
             self.clocks.responses,
             reward=row["train/reward_mean"],
