@@ -49,7 +49,7 @@ GPU = dict(
 SMOKE = dict(shapes=["tiny"], prompts=4, group=4, steps=2, max_new_tokens=16, rollouts=2)
 PRESET = {"qwen2.5_0.5b": "qwen2.5_0.5b", "qwen2.5_1.5b": "qwen2.5_1.5b", "tiny": "qwen2.5_0.5b"}
 # seconds per part (GPU / smoke); a part starts only if the whole budget still holds its minimum
-LIMITS = {"build": (90, 40), "hf": (150, 60), "vllm": (180, 90), "trl": (150, 60)}
+LIMITS = {"build": (90, 40), "hf": (150, 60), "vllm": (180, 60), "trl": (150, 60)}
 MINIMUM = {"build": 20, "hf": 40, "vllm": 60, "trl": 40}
 
 
