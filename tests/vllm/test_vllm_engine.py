@@ -225,3 +225,23 @@ def test_multiprocess_engine_receives_serialized_weights(tiny_model_dir, trainer
         )
     finally:
         eng.close()
+
+
+def test_vllm_generation_work_is_charged_like_the_hf_engine(engine, tiny_model_dir):
+    """The FLOPs clock sees no vLLM forward: the engine reports its work, with the formula the HF
+    engine's forwards are metered by (one prefill per distinct prompt, c - 1 decoding steps)."""
+    from rlvr_scaling.accounting import FlopMeter
+    from tests.core.test_flops import Hand
+
+    model, _ = load_hf(tiny_model_dir, "float32", CPU)
+    meter = FlopMeter(model)
+    engine.attach_meter(meter)
+    try:
+        meter.start()
+        gen = engine.generate(PROMPTS[:3], [3, 2, 4], SamplingParams(8), _rng(4))
+        charged = meter.stop()
+    finally:
+        engine.meter = None
+    p = gen.attention_mask[:, : gen.prompt_width].sum(1).tolist()
+    c = gen.completion_lengths.tolist()
+    assert charged == Hand(model).generation(p, c, gen.prompt_index.tolist())
