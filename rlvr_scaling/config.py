@@ -83,7 +83,8 @@ class OptimConfig:
     # generation), "behaviour" (the log-probs the engine recorded while sampling), or "auto" =
     # behaviour when the engine samples with the trainer's own weights in the trainer's dtype (the HF
     # engine: the same numbers up to float rounding, measured in docs/speed.md), recompute otherwise
-    # (vLLM: other kernels and dtypes, a real train/inference mismatch).
+    # (vLLM: other kernels and dtypes, a real train/inference mismatch, logged as rollout/mismatch_*), and
+    # recompute whenever loss.tis is set. behaviour is refused with vLLM at top_p < 1 and with loss.tis.
     old_logprobs: str = "auto"
 
     def validate(self, prefix: str = "optim") -> None:
