@@ -3,6 +3,7 @@
 #   make test                # the test-suite (SLURM tests run when a cluster is up: see slurm/)
 #   make test-oldest         # a subset on the oldest torch/transformers pyproject.toml claims (own venv)
 #   make run ARGS="-m sweeps=demo"   # any rlvr-train arguments
+#   make gpu-wheels          # the wheel folder scripts/gpu_check.sh installs on an offline GPU node
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
@@ -23,7 +24,16 @@ OLDEST_TESTS ?= tests/core/test_embedded_asset.py tests/core/test_resume.py test
 	"tests/distributed/test_data_parallel.py::test_two_processes_equal_one[fsdp]" \
 	tests/core/test_configs.py::test_every_option_composes tests/core/test_configs.py::test_bad_values_name_the_key
 
-.PHONY: install run test test-oldest lint bench clean
+# The GPU check's wheel folder (scripts/gpu_check.sh): the project's small pure-Python dependencies that
+# a CUDA node with torch and transformers lacks, and TRL for the side-by-side cycle; never torch,
+# transformers or nvidia packages. Wheels for this Python and for $(GPU_PYTHON) (the node's).
+GPU_WHEELS ?= gpu_wheels
+GPU_PYTHON ?= 3.12
+GPU_PINS = hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3 submitit==1.5.4 \
+	hydra-submitit-launcher==1.2.0 hydra-joblib-launcher==1.2.0 math-verify==0.9.0 latex2sympy2_extended==1.11.0 \
+	trl==1.16.0 accelerate==1.15.0 datasets==4.7.0 dill==0.4.0 multiprocess==0.70.18
+
+.PHONY: install run test test-oldest lint bench clean gpu-wheels
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -59,6 +69,14 @@ lint: install
 
 bench: install
 	$(PY) benchmarks/cycle.py
+
+gpu-wheels: install
+	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)
+	$(PY) -m pip wheel -q --no-deps --wheel-dir $(GPU_WHEELS) $(GPU_PINS)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(GPU_PYTHON) \
+		--dest $(GPU_WHEELS) multiprocess==0.70.18
+	printf '%s\n' $(GPU_PINS) > $(GPU_WHEELS)/requirements.txt
+	@size=$$(du -sm $(GPU_WHEELS) | cut -f1); echo "$(GPU_WHEELS): $$size MiB"; test $$size -le 64
 
 clean:
 	rm -rf $(VENV) $(VENV_OLDEST) .pytest_cache

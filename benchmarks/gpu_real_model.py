@@ -1,5 +1,6 @@
 """One real-model preset end to end on one GPU: a few multi-step GRPO rollouts with vLLM colocated,
-reporting generation throughput, weight-push time and memory. Run by scripts/gpu_check.sh (<= 10 min).
+reporting generation throughput, weight-push time and memory (any preset, 3B-8B included; the one-GPU
+check with TRL beside it is benchmarks/gpu_check.py, run by scripts/gpu_check.sh).
 
     python benchmarks/gpu_real_model.py --preset qwen2.5_1.5b --out gpu_check.json
     python benchmarks/gpu_real_model.py --preset qwen2.5_7b --rollouts 2 --max-new-tokens 256

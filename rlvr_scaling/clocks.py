@@ -14,8 +14,11 @@ class Clocks:
     tokens: int = 0  # completion tokens generated for training
     optimizer_steps: int = 0
     wall_seconds: float = 0.0  # active time, continued across resumes
-    flops: float = 0.0  # estimated training + generation FLOPs (2N per token forward, 6N forward+backward)
+    flops: float = 0.0  # model FLOPs of the passes that ran for training and generation (accounting.py)
     eval_responses: int = 0  # validation responses (not on the training clocks)
+    # the nominal count, comparable across frameworks: 2N per generated and 2N per log-prob pass, 6N per
+    # trained prompt+completion token, N = all parameters (accounting.py; what `flops` was before)
+    flops_nominal: float = 0.0
 
     def __post_init__(self) -> None:
         self._started = time.perf_counter()
@@ -29,12 +32,21 @@ class Clocks:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def restore(self, data: dict) -> None:
-        """Continue from saved clock values (a resumed run): wall time goes on from the saved value."""
-        for f in dataclasses.fields(self):  # a clock an older checkpoint lacks keeps its default
-            setattr(self, f.name, data.get(f.name, f.default))
+        """Continue from saved clock values (a resumed run): wall time goes on from the saved value.
+
+        A checkpoint written before a clock existed lacks it: ``flops_nominal`` then continues from the
+        saved ``flops`` (which was the nominal count then), any other missing clock from its default."""
+        for f in dataclasses.fields(self):
+            if f.name in data:
+                setattr(self, f.name, data[f.name])
+            elif f.name == "flops_nominal":
+                self.flops_nominal = float(data.get("flops", 0.0))
+            else:
+                setattr(self, f.name, f.default)
         self.__post_init__()
 
     @classmethod
     def from_dict(cls, data: dict) -> Clocks:
-        """Clocks absent from ``data`` (a checkpoint written before they existed) start at their defaults."""
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+        clocks = cls()
+        clocks.restore(data)
+        return clocks

@@ -33,6 +33,7 @@ from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
 from .per_sample import PerSampleNoiseParams
+from .samples import SamplesConfig
 
 
 @dataclass
@@ -82,7 +83,8 @@ class OptimConfig:
     # generation), "behaviour" (the log-probs the engine recorded while sampling), or "auto" =
     # behaviour when the engine samples with the trainer's own weights in the trainer's dtype (the HF
     # engine: the same numbers up to float rounding, measured in docs/speed.md), recompute otherwise
-    # (vLLM: other kernels and dtypes, a real train/inference mismatch).
+    # (vLLM: other kernels and dtypes, a real train/inference mismatch, logged as rollout/mismatch_*), and
+    # recompute whenever loss.tis is set. behaviour is refused with vLLM at top_p < 1 and with loss.tis.
     old_logprobs: str = "auto"
 
     def validate(self, prefix: str = "optim") -> None:
@@ -153,8 +155,10 @@ class LoggerConfig:
     entity: str | None = None
     mode: str = "auto"  # auto (online with credentials, else offline) | online | offline
     tags: list[str] = field(default_factory=list)
+    samples: SamplesConfig = field(default_factory=SamplesConfig)  # sampled completions (samples.py)
 
     def validate(self, prefix: str = "logger") -> None:
+        self.samples.validate(f"{prefix}.samples")
         if self.name not in ("none", "wandb"):
             raise ConfigError(f"{prefix}.name must be none or wandb (got {self.name!r})")
         if self.mode not in ("auto", "online", "offline"):
@@ -255,6 +259,10 @@ def validate(cfg: Config) -> None:
         )
     cfg.optim.validate()
     cfg.loss.validate()
+    from .engines import resolve_engine
+    from .logprobs import check_logprob_config
+
+    check_logprob_config(cfg, resolve_engine(cfg.rollout.engine, cfg.run.device))
     cfg.eval.validate()
     cfg.failure.validate()
     cfg.noise.validate()

@@ -22,6 +22,12 @@ How the work is split (the trainer does the splitting; this module only supplies
 - FSDP2 (``fully_shard``) shards parameters, gradients and optimizer state; DDP replicates them. With
   FSDP the engine generates with a separate full copy of the weights, refreshed from the shards after
   the K steps; with DDP the engine shares the (replicated) module.
+- Mixed precision (``model.dtype=bfloat16`` with master weights, :class:`~rlvr_scaling.models.Precision`):
+  DDP replicates the fp32 module, whose forwards run under autocast, and all-reduces fp32 gradients.
+  FSDP2 keeps the fp32 shards (the master weights and AdamW states) and computes with bf16 unsharded
+  parameters, reducing gradients in fp32 (``MixedPrecisionPolicy(param_dtype=bf16,
+  reduce_dtype=fp32)``); the full copy the engine and the log-prob passes use is then held in bf16 too,
+  so that it computes exactly what the FSDP forward computes (both: bf16 parameters under autocast).
 """
 
 from __future__ import annotations
@@ -232,12 +238,20 @@ def wrap(model: torch.nn.Module, env: DistEnv, strategy: str, device: torch.devi
         ids = [device.index] if device.type == "cuda" else None
         return Parallel("ddp", DDP(model, device_ids=ids), model, model)
     if strategy == "fsdp":
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         full = copy.deepcopy(model).requires_grad_(False)
+        compute = getattr(model, "rlvr_autocast_dtype", None)  # mixed precision (models.enable_autocast)
+        policy = MixedPrecisionPolicy()
+        if compute is not None:
+            policy = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
+            # what FSDP all-gathers for compute: the same bf16 weights. Parameters only: buffers
+            # (rotary inv_freq) stay fp32, as FSDP's policy leaves them
+            for p in full.parameters():
+                p.data = p.data.to(compute)
         for layer in _decoder_layers(model):
-            fully_shard(layer)
-        fully_shard(model)
+            fully_shard(layer, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
         return Parallel("fsdp", model, full, model)
     raise ValueError(f"unknown data-parallel strategy {strategy!r}")
 

@@ -3,7 +3,8 @@
 ``logger=wandb``: online when credentials exist (``WANDB_API_KEY`` or a netrc entry), offline
 otherwise; run name, group (= sweep name) and tags derived from the config; the config is logged; each
 metrics row goes to ``wandb.log`` unchanged; at the end ``summary`` gets ``state``, ``failure`` and
-``derived``. The run is always finished, also when training raises.
+``derived``. The run is always finished, also when training raises. Sampled completions
+(:mod:`rlvr_scaling.samples`) go to the incremental table ``samples``.
 """
 
 from __future__ import annotations
@@ -54,9 +55,25 @@ class WandbSink:
             resume="allow",
             reinit="finish_previous",
         )
+        self.samples_table = None
 
     def log(self, row: dict[str, Any]) -> None:
         self.run.log(row)
+
+    def log_samples(self, rows: list[dict[str, Any]]) -> None:
+        """Sampled completions (samples.py) as the wandb table ``samples``: one incremental table, each
+        call uploads only its new rows; attached to the step of the next metrics row."""
+        import wandb
+
+        from .samples import COLUMNS
+
+        if not rows:
+            return
+        if self.samples_table is None:
+            self.samples_table = wandb.Table(columns=list(COLUMNS), log_mode="INCREMENTAL")
+        for r in rows:
+            self.samples_table.add_data(*(r[c] for c in COLUMNS))
+        self.run.log({"samples": self.samples_table}, commit=False)
 
     def close(self, state: str, failure: dict | None, derived: dict[str, Any]) -> None:
         self.run.summary["state"] = state

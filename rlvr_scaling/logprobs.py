@@ -10,16 +10,46 @@ rollout comes from the engine when it reports it, else from the same pass. The r
 Only the rows that can reach the loss are computed: rows of a minibatch this rank trains on, minus rows
 with zero advantage when there is no KL term (their gradient is exactly zero). Data-parallel, each rank
 computes its own rows; entropies are reduced over the ranks.
+
+**Generation-trainer mismatch.** Whenever pi_old is recomputed, the engine's behaviour log-probs of the
+same tokens are in hand, and their disagreement is logged on every rollout (:func:`mismatch_sums`), over
+the completion tokens of the recomputed rows, with d = log pi_trainer - log pi_engine per token:
+``rollout/mismatch_logp_abs_mean`` (mean |d|), ``rollout/mismatch_logp_abs_max`` (max |d|),
+``rollout/mismatch_ratio_outside_frac`` (fraction of tokens with pi_trainer / pi_engine outside
+[0.5, 2], i.e. |d| > log 2) and ``rollout/mismatch_kl`` (mean of the k3 estimator exp(d) - 1 - d,
+unbiased for KL(pi_engine || pi_trainer) per token since the tokens were sampled by the engine). vLLM
+in bf16 against the trainer is the case that matters; the HF engine in bf16 shows the smaller
+disagreement of an incremental decode against a full forward. Data-parallel, the sums are reduced over
+the ranks (a row recomputed on two ranks counts twice).
+
+**Truncated importance sampling** (``loss.tis``, :func:`tis_weights`): the loss's ratio is taken
+against the recomputed pi_old, but the tokens were sampled by the engine's pi_engine. Yao et al. (2025,
+"Your efficient RL framework secretly brings you off-policy RL training") correct the policy gradient
+by the importance weight pi_old / pi_engine, truncated from above at C to bound the variance:
+
+    token:     w_it = min(pi_old(o_it) / pi_engine(o_it), C)
+    sequence:  w_i  = min(prod_t pi_old(o_it) / pi_engine(o_it), C)   (the same w_i on every token)
+
+detached, multiplying each token's objective loss (:class:`~rlvr_scaling.algorithms.loss.LossBatch`
+``is_weights``; the KL term is not weighted), as verl's and OpenRLHF's TIS do; C = ``loss.tis_cap``
+(2 in the paper). TIS needs the recomputation: ``optim.old_logprobs=auto`` recomputes when ``loss.tis``
+is set, ``behaviour`` is refused (the weight would be 1 by construction). Not implemented: icepop-style
+masking of tokens whose ratio leaves a band. Logged: ``rollout/tis_weight_mean`` and
+``rollout/tis_capped_frac`` over the recomputed rows' tokens (token) or responses (sequence).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from .engines.base import Generation
+from .errors import ConfigError
 from .policy import completion_logprobs_shared
+
+LOG2 = math.log(2.0)
 
 
 @dataclass
@@ -28,7 +58,8 @@ class RolloutLogprobs:
     ref: torch.Tensor | None  # [N, Lc] log pi_ref, when the KL term is on
     entropy_mean: float  # mean token entropy of the rollout's completions under pi_old
     needed: torch.Tensor  # rows that reach the loss on some rank
-    stats: dict[str, float] = field(default_factory=dict)  # logged as-is
+    stats: dict[str, float] = field(default_factory=dict)  # logged as-is (rollout/mismatch_*, rollout/tis_*)
+    is_weights: torch.Tensor | None = None  # [N, Lc] truncated IS weights (loss.tis), 1 off-completion
 
 
 class LogprobPhase:
@@ -41,10 +72,16 @@ class LogprobPhase:
             dist,
         )
         mode = cfg.optim.old_logprobs
-        self.behaviour = mode == "behaviour" or (mode == "auto" and engine.exact_behaviour_logprobs)
+        self.tis = cfg.loss.tis
+        self.behaviour = mode == "behaviour" or (
+            mode == "auto" and engine.exact_behaviour_logprobs and self.tis is None
+        )
 
     def describe(self) -> str:
-        return "from the engine (behaviour)" if self.behaviour else "recomputed"
+        if self.behaviour:
+            return "from the engine (behaviour)"
+        tis = f"; truncated IS ({self.tis}, cap {self.cfg.loss.tis_cap:g})" if self.tis else ""
+        return f"recomputed (engine mismatch logged{tis})"
 
     def compute(self, gen: Generation, plan, all_rows: bool = False) -> RolloutLogprobs:
         """``plan``: the rollout's optimizer steps as (rows, active rows) pairs. ``all_rows``: compute
@@ -55,21 +92,41 @@ class LogprobPhase:
         if dist.enabled and not all_rows:
             mine = torch.unique(torch.cat([a[dist.block(a.numel())] for _, a in plan] + [needed[:0]]))
         comp = gen.completion_mask[:, gen.prompt_width :]
+        behaviour = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
+        recomputed = mine
         if gen.entropies is not None:
             if self.behaviour:  # theta_old's log-probs as the engine computed them while sampling
-                old = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
+                old = behaviour
             else:
                 old, _ = self.logprobs(self.full_model, gen, mine)
             entropy_mean = float(gen.entropies[:, gen.prompt_width :][comp].mean())
         else:  # the engine reports no entropies: each rank computes them on its block of rows
             rows = torch.arange(len(gen))[dist.block(len(gen))]
-            todo = rows if self.behaviour else torch.unique(torch.cat([mine, rows]))
-            old, ent = self.logprobs(self.full_model, gen, todo, with_entropy=True)
+            recomputed = torch.unique(torch.cat([mine, rows]))
+            old, ent = self.logprobs(self.full_model, gen, rows if self.behaviour else recomputed, True)
             if self.behaviour:
-                old = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
+                old = behaviour
             entropy_mean = self.entropy_mean(ent, comp, rows)
         ref = self.logprobs(self.ref_model, gen, mine)[0] if self.ref_model is not None else None
-        return RolloutLogprobs(old, ref, entropy_mean, needed)
+        out = RolloutLogprobs(old, ref, entropy_mean, needed)
+        if not self.behaviour:
+            on = torch.zeros_like(comp)
+            on[recomputed] = comp[recomputed]
+            out.stats = self._reduce_stats(mismatch_sums(old, behaviour, on))
+            if self.tis is not None:
+                out.is_weights, sums = tis_weights(old, behaviour, on, self.tis, self.cfg.loss.tis_cap)
+                out.stats.update(self._reduce_stats(sums))
+        return out
+
+    def _reduce_stats(self, sums: dict[str, float]) -> dict[str, float]:
+        """Means (and maxima) over all ranks' rows from this rank's sums (see :func:`mismatch_sums`)."""
+        keys = sorted(k for k in sums if not k.endswith("_max"))
+        total = dict(zip(keys, self.dist.all_reduce_sum([sums[k] for k in keys])))
+        maxima = {k: sums[k] for k in sums if k.endswith("_max")}
+        if self.dist.enabled and maxima:
+            parts = self.dist.all_gather_object(maxima)
+            maxima = {k: max(p[k] for p in parts) for k in maxima}
+        return summarise(total, maxima)
 
     def logprobs(self, model, gen: Generation, rows: torch.Tensor | None = None, with_entropy: bool = False):
         """Per-token log-probs (and entropies) of the completion columns, [N, Lc], for ``rows``
@@ -115,3 +172,79 @@ class LogprobPhase:
         rows = torch.arange(len(gen))[self.dist.block(len(gen))]
         _, ent = self.logprobs(self.full_model, gen, rows, with_entropy=True)
         return self.entropy_mean(ent, comp, rows)
+
+
+# ---------------------------------------------------------------------- mismatch and truncated IS
+
+
+def mismatch_sums(
+    trainer_logp: torch.Tensor, engine_logp: torch.Tensor, on: torch.Tensor
+) -> dict[str, float]:
+    """Sums over the tokens ``on`` [N, Lc] of d = log pi_trainer - log pi_engine: |d|, k3 = exp(d) - 1 - d,
+    tokens with |d| > log 2 (ratio outside [0.5, 2]), the token count, and the largest |d|."""
+    d = (trainer_logp.double() - engine_logp.double())[on]
+    return {
+        "mismatch_tokens": float(d.numel()),
+        "mismatch_abs_sum": float(d.abs().sum()),
+        "mismatch_outside_sum": float((d.abs() > LOG2).sum()),
+        "mismatch_k3_sum": float((torch.expm1(d) - d).sum()),
+        "mismatch_abs_max": float(d.abs().max()) if d.numel() else math.nan,
+    }
+
+
+def tis_weights(
+    old_logp: torch.Tensor, engine_logp: torch.Tensor, on: torch.Tensor, level: str, cap: float
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance weights (module docstring) [N, Lc] (1 off ``on``) and their sums."""
+    d = torch.where(on, old_logp.double() - engine_logp.double(), torch.zeros((), dtype=torch.float64))
+    log_cap = math.log(cap)
+    if level == "token":
+        logw = d.clamp(max=log_cap)
+        capped = (d > log_cap) & on
+        units, w_units = on, logw.exp()
+    elif level == "sequence":
+        seq = d.sum(dim=1, keepdim=True)  # log prod_t ratio
+        logw = seq.clamp(max=log_cap).expand_as(d)
+        rows = on.any(dim=1, keepdim=True)
+        units, w_units = rows, seq.clamp(max=log_cap).exp()
+        capped = (seq > log_cap) & rows
+    else:
+        raise ValueError(f"unknown TIS level {level!r}")
+    weights = torch.where(on, logw.exp(), torch.ones((), dtype=torch.float64)).float()
+    return weights, {
+        "tis_units": float(units.sum()),
+        "tis_weight_sum": float(w_units[units].sum()),
+        "tis_capped_sum": float(capped.sum()),
+    }
+
+
+def summarise(sums: dict[str, float], maxima: dict[str, float]) -> dict[str, float]:
+    """The ``rollout/`` statistics from summed counts (over ranks) and maxima."""
+    out: dict[str, float] = {}
+    n = sums.get("mismatch_tokens", 0.0)
+    if n > 0:
+        out["rollout/mismatch_logp_abs_mean"] = sums["mismatch_abs_sum"] / n
+        out["rollout/mismatch_logp_abs_max"] = maxima["mismatch_abs_max"]
+        out["rollout/mismatch_ratio_outside_frac"] = sums["mismatch_outside_sum"] / n
+        out["rollout/mismatch_kl"] = sums["mismatch_k3_sum"] / n
+    u = sums.get("tis_units", 0.0)
+    if u > 0:
+        out["rollout/tis_weight_mean"] = sums["tis_weight_sum"] / u
+        out["rollout/tis_capped_frac"] = sums["tis_capped_sum"] / u
+    return out
+
+
+def check_logprob_config(cfg, engine: str) -> None:
+    """Start-up checks of where pi_old comes from (``engine``: what rollout.engine resolves to)."""
+    mode = cfg.optim.old_logprobs
+    if mode == "behaviour" and engine == "vllm" and cfg.rollout.top_p < 1:
+        raise ConfigError(
+            f"optim.old_logprobs=behaviour with rollout.engine=vllm and rollout.top_p={cfg.rollout.top_p:g} < 1: "
+            "vLLM reports log-probs renormalised over the nucleus, not the policy's softmax(logits / T); "
+            "use optim.old_logprobs=recompute (or auto)"
+        )
+    if mode == "behaviour" and cfg.loss.tis is not None:
+        raise ConfigError(
+            f"loss.tis={cfg.loss.tis} weights pi_old(recomputed) / pi_engine, which is 1 by construction with "
+            "optim.old_logprobs=behaviour: use optim.old_logprobs=recompute (or auto)"
+        )

@@ -5,10 +5,27 @@ character-level tokenizer with ``tokenizers``, warm-starts it with a short super
 run's task (see :mod:`rlvr_scaling.warm_start`), and saves it as a normal Hugging Face model directory
 (safetensors + tokenizer files) in a cache keyed by everything that determines it. Any other value is
 a local model directory or a hub id, loaded with ``HF_HUB_OFFLINE`` honoured.
+
+**Precision** (``model.dtype``, ``model.master_weights``; :class:`Precision`). ``model.dtype`` is the
+dtype the forward passes compute in. For ``bfloat16`` the default is mixed precision with fp32 master
+weights: the parameters, their gradients (and the data-parallel reduction of the gradients) and the
+AdamW states stay in fp32, and every forward of the policy and the reference model (training, log-prob
+passes, HF-engine generation, evaluation) runs under ``torch.autocast(bfloat16)``, installed once on
+the model (:func:`enable_autocast`) so that no call site can forget it. This is PyTorch's AMP recipe;
+under FSDP2 the same thing is a ``MixedPrecisionPolicy`` (bf16 unsharded parameters, fp32 gradient
+reduction; see :mod:`rlvr_scaling.distributed`). Why: AdamW's step is about ``lr`` per weight, and a
+bf16 weight of size ~0.02 has a resolution of ~1e-4, so at lr 3e-6 a bf16 parameter never changes
+(``tests/core/test_precision.py``: 4 steps at lr 3e-6 changed 2.4 % of the weights of a pure bf16
+model; with master weights all of them, the update within 2.6 % of the fp32 run's); an fp32 master
+copy accumulates the steps. ``model.master_weights=false`` keeps the old behaviour (parameters and
+optimizer states in ``model.dtype``, AdamW stepping them directly) as an explicit option.
+``float16`` compute with master weights would need loss scaling, which the trainer does not do: it is
+refused (``float16`` with ``master_weights=false`` is allowed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -57,7 +74,11 @@ class WarmStartConfig:
 @dataclass
 class ModelConfig:
     path: str = "embedded"  # 'embedded', a local HF model directory, or a hub id
-    dtype: str = "float32"  # float32 | bfloat16 | float16 (weights and training)
+    dtype: str = "float32"  # compute dtype of every forward pass: float32 | bfloat16 | float16
+    # dtype != float32: keep fp32 master weights (parameters, gradients, their reduction and AdamW
+    # states in fp32; forwards under autocast). false = parameters and optimizer states in `dtype`
+    # itself (pure low precision: AdamW steps smaller than the dtype's resolution round away).
+    master_weights: bool = True
     embedded: EmbeddedModelConfig = field(default_factory=EmbeddedModelConfig)
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     trust_remote_code: bool = False
@@ -68,6 +89,12 @@ class ModelConfig:
     def validate(self, prefix: str = "model") -> None:
         if self.dtype not in DTYPES:
             raise ConfigError(f"{prefix}.dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})")
+        if self.dtype == "float16" and self.master_weights:
+            raise ConfigError(
+                f"{prefix}.dtype=float16 with {prefix}.master_weights=true needs loss scaling, which the "
+                f"trainer does not implement: use {prefix}.dtype=bfloat16 (or {prefix}.master_weights=false "
+                "for pure float16)"
+            )
         if self.prompt_format not in PROMPT_FORMATS:
             raise ConfigError(
                 f"{prefix}.prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {self.prompt_format!r})"
@@ -89,6 +116,82 @@ class ModelConfig:
                 )
             return
         check_model_path(self.path, prefix)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What ``model.dtype`` and ``model.master_weights`` mean for one model (module docstring)."""
+
+    compute: torch.dtype  # every forward pass computes in this dtype
+    params: torch.dtype  # parameters, gradients, optimizer states
+
+    @property
+    def autocast(self) -> bool:
+        """Mixed precision: forwards under autocast over parameters of a wider dtype."""
+        return self.compute != self.params
+
+    def describe(self) -> str:
+        c, p = _name(self.compute), _name(self.params)
+        if self.autocast:
+            return f"{c} compute (autocast), {p} master weights, gradients and optimizer states"
+        return f"{c} parameters, gradients, optimizer states and compute"
+
+
+def precision_of(cfg: ModelConfig) -> Precision:
+    compute = DTYPES[cfg.dtype]
+    params = torch.float32 if cfg.master_weights else compute
+    return Precision(compute, params)
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+_AUTOCAST_CLASSES: dict[type, type] = {}
+
+
+def _autocast_class(cls: type) -> type:
+    """A subclass of ``cls`` whose ``forward`` runs under the instance's autocast settings.
+
+    A subclass rather than a wrapper module or an instance attribute: parameter names (checkpoints,
+    vLLM weight pushes) stay the same, ``copy.deepcopy`` (FSDP's full copy) and FSDP2's own class swap
+    keep it, and ``functools.wraps`` keeps the signature transformers inspects.
+    """
+    if cls in _AUTOCAST_CLASSES:
+        return _AUTOCAST_CLASSES[cls]
+    base_forward = cls.forward
+
+    @functools.wraps(base_forward)
+    def forward(self, *args, **kwargs):
+        with torch.autocast(self.rlvr_autocast_device, dtype=self.rlvr_autocast_dtype):
+            return base_forward(self, *args, **kwargs)
+
+    sub = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__})
+    sub.__qualname__ = cls.__qualname__
+    _AUTOCAST_CLASSES[cls] = sub
+    return sub
+
+
+def enable_autocast(model: torch.nn.Module, device_type: str, dtype: torch.dtype) -> torch.nn.Module:
+    """Make every forward of ``model`` run under ``torch.autocast(device_type, dtype)`` (in place)."""
+    if not getattr(model, "rlvr_autocast_dtype", None):
+        model.__class__ = _autocast_class(type(model))
+    model.rlvr_autocast_device, model.rlvr_autocast_dtype = device_type, dtype
+    return model
+
+
+def autocast_region(model: torch.nn.Module):
+    """The model's autocast as one region around many forwards (the HF engine's decode loop): autocast
+    casts each fp32 weight to the compute dtype once per outermost region, not once per forward."""
+    dtype = getattr(model, "rlvr_autocast_dtype", None)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(model.rlvr_autocast_device, dtype=dtype)
+
+
+def compute_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype ``model``'s forwards compute in (its autocast dtype, else its parameters')."""
+    return getattr(model, "rlvr_autocast_dtype", None) or next(model.parameters()).dtype
 
 
 def check_model_path(path: str, prefix: str = "model") -> None:
@@ -175,7 +278,16 @@ def save_hf_dir(model, tokenizer, out: Path) -> None:
     cfg_path.write_text(json.dumps(data, indent=2))
 
 
-def load_hf(path: str | Path, dtype: str, device: torch.device, trust_remote_code: bool = False):
+def load_hf(
+    path: str | Path,
+    dtype: str,
+    device: torch.device,
+    trust_remote_code: bool = False,
+    master_weights: bool = False,
+):
+    """Model and tokenizer from a HF directory or hub id. ``dtype``: the compute dtype; with
+    ``master_weights`` and a ``dtype`` other than float32 the parameters load in fp32 and every forward
+    runs under autocast (:class:`Precision`), else the parameters load in ``dtype``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -183,9 +295,12 @@ def load_hf(path: str | Path, dtype: str, device: torch.device, trust_remote_cod
     tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    prec = Precision(DTYPES[dtype], torch.float32 if master_weights else DTYPES[dtype])
     model = AutoModelForCausalLM.from_pretrained(
-        str(path), dtype=DTYPES[dtype], trust_remote_code=trust_remote_code
+        str(path), dtype=prec.params, trust_remote_code=trust_remote_code
     ).to(device)
+    if prec.autocast:
+        enable_autocast(model, torch.device(device).type, prec.compute)
     return model, tokenizer
 
 

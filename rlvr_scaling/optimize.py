@@ -74,7 +74,10 @@ class PolicyOptimizer:
 
     # ------------------------------------------------------------------ the K steps
 
-    def run(self, gen: Generation, advantages, old_logp, ref_logp, plan: Plan) -> dict[str, float]:
+    def run(
+        self, gen: Generation, advantages, old_logp, ref_logp, plan: Plan, is_weights=None
+    ) -> dict[str, float]:
+        """The K steps on the rollout ``gen``; ``is_weights`` [N, Lc]: truncated IS weights (loss.tis)."""
         cfg, d, env = self.cfg, self.derived, self.dist
         k = d.steps_per_rollout
         micro = cfg.optim.micro_batch_responses or max(1, -(-(len(gen) // k) // env.world_size))
@@ -107,6 +110,7 @@ class PolicyOptimizer:
                         advantages=advantages[sub].to(self.device),
                         weights=weights[sub_local][:, sl].to(self.device),
                         ref_logp=ref_logp[sub][:, sl].to(self.device) if ref_logp is not None else None,
+                        is_weights=is_weights[sub][:, sl].to(self.device) if is_weights is not None else None,
                     )
                     loss, st = policy_loss(cfg.loss, batch)
                     if env.enabled:

@@ -189,7 +189,7 @@ def build_components(cfg: Config, log=print, dist_env=None) -> Components:
     from .distributed import DistEnv, local_device, wrap
     from .engines import resolve_engine
     from .engines.hf import ENGINES
-    from .models import check_prompt_format, load_hf
+    from .models import check_prompt_format, load_hf, precision_of
     from .tasks import build_task
 
     dist_env = dist_env or DistEnv()
@@ -205,12 +205,15 @@ def build_components(cfg: Config, log=print, dist_env=None) -> Components:
         model_dir = dist_env.broadcast_object(model_dir)
     else:
         model_dir = cfg.model.path
-    model, tokenizer = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
+    mw = cfg.model.master_weights
+    model, tokenizer = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code, mw)
     check_prompt_format(tokenizer, cfg.model.prompt_format, model_dir)
+    log(f"[precision] {precision_of(cfg.model).describe()}")
     model.eval()
     ref_model = None
     if cfg.loss.kl_coef > 0:
-        ref_model, _ = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code)
+        # the same precision as the policy: at the start pi_ref and pi_theta are the same computation
+        ref_model, _ = load_hf(model_dir, cfg.model.dtype, device, cfg.model.trust_remote_code, mw)
         ref_model.eval().requires_grad_(False)
     engine_name = resolve_engine(cfg.rollout.engine, device.type)
     if engine_name != cfg.rollout.engine:
@@ -344,3 +347,6 @@ def _train(cfg: Config, derived: Derived, run_dir: Path, env, log, lock: RunDirL
         for sink in sinks:
             sink.close(state, failure, derived.as_dict())
         components.task.close()
+        # an in-process vLLM engine left to the garbage collector tears down vLLM's process groups
+        # whenever it is collected, under the next engine of the same process (in-process multiruns)
+        components.engine.close()

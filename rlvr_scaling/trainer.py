@@ -41,6 +41,7 @@ from .optimize import PolicyOptimizer
 from .per_sample import RolloutGradients
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
+from .samples import SampleLog
 
 __all__ = ["Trainer", "TrainerState", "derived_seed"]
 
@@ -89,10 +90,12 @@ class Trainer:
         log(f"[old log-probs] {self.logprobs.describe()}")
         self.optim = PolicyOptimizer(cfg, derived, self.parallel, self.device, self.dist, self.clocks)
         self.evaluator = Evaluator(cfg, self.task, self.engine, self.dist, self.logprobs)
+        self.flop_meter = accounting.FlopMeter.for_trainer(self.parallel, self.ref_model, self.engine)
         self.monitor = FailureMonitor(cfg.failure)
         self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
         # rank 0 alone writes the run directory; the other ranks count rows so control flow agrees
         self.metrics = MetricsLog(run_dir / "metrics.jsonl") if self.dist.is_main else _CountingLog()
+        self.samples = SampleLog(cfg.logger.samples, run_dir, enabled=self.dist.is_main, log=log)
         self.stop_signal: int | None = None
         self.failure: dict[str, Any] | None = None
         self.resumed_from: str | None = None
@@ -140,6 +143,7 @@ class Trainer:
 
     def _rollout(self) -> None:
         r = self.clocks.rollout
+        self.flop_meter.start()  # the `flops` clock: the work of the passes that run until `account`
         batch = self.collector.collect(r)  # allocate + generate + score
         advantages, adv_row = self._advantages(batch)
         rng = torch.Generator(device="cpu").manual_seed(derived_seed(self.cfg.seed, "rollout", r))
@@ -150,7 +154,7 @@ class Trainer:
         batch.perf["old_logprob_s"] = time.perf_counter() - t
         per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)
         t = time.perf_counter()
-        train = self.optim.run(batch.gen, advantages, logps.old, logps.ref, plan)  # K optimizer steps
+        train = self.optim.run(batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights)  # K steps
         batch.perf["train_s"] = time.perf_counter() - t
         t = time.perf_counter()
         self._sync_weights()
@@ -158,9 +162,11 @@ class Trainer:
         t = time.perf_counter()
         train.update(self._final_drift(batch.gen, logps.old, plan))  # KL(pi_old || pi_theta) after step K
         batch.perf["drift_s"] = time.perf_counter() - t
-        accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None)
+        flops = self.flop_meter.stop(self.dist)
+        accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None, flops)
         row = {
             **accounting.training_row(batch, advantages, logps.entropy_mean, int(logps.needed.numel())),
+            **logps.stats,  # engine/trainer mismatch and truncated-IS weights, when pi_old is recomputed
             **train,
             **per_sample,
             **adv_row,
@@ -169,6 +175,7 @@ class Trainer:
             "perf/responses_per_s": len(batch.gen) / max(sum(batch.perf.values()), 1e-9),
         }
         self._log_row(row)
+        self.samples.write(batch, advantages, self.clocks, self.sinks)  # samples.jsonl, when due
         self.progress.update(
             self.clocks.responses,
             reward=row["train/reward_mean"],

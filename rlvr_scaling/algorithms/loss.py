@@ -23,6 +23,14 @@ gradient is zero leaves the gradient unchanged:
 
 Every objective has one signature, ``objective(cfg, batch, on) -> ([n, T] per-token losses, stats)``;
 the KL term, the aggregation and the drift statistics (:func:`kl_old_sums`) are shared.
+
+Truncated importance sampling (``loss.tis``: ``token`` | ``sequence``, cap ``loss.tis_cap``): when
+the generation engine's pi_engine differs from the recomputed pi_old (vLLM in bf16 against the
+trainer), every objective's per-token loss is multiplied by the detached weight w_it =
+min(pi_old / pi_engine, C) (token level) or w_i = min(prod_t pi_old / pi_engine, C) (sequence level)
+before aggregation; the KL term is not weighted. Yao et al. 2025, "Your efficient RL framework secretly
+brings you off-policy RL training"; as verl and OpenRLHF apply it. The weights are computed in
+:mod:`rlvr_scaling.logprobs` and reach the loss as ``LossBatch.is_weights``.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from ..errors import ConfigError
 from ..registry import Registry
 
 AGGREGATIONS = ("token_mean", "sequence_mean", "constant")
+TIS_LEVELS = ("token", "sequence")
 
 
 @dataclass
@@ -46,6 +55,10 @@ class LossConfig:
     kl_coef: float = 0.0  # beta of the k3 KL to the frozen reference; 0 = no reference model
     aggregation: str = "token_mean"  # token_mean | sequence_mean | constant
     constant_normalizer: int | None = None  # L for aggregation=constant; null = rollout.max_new_tokens
+    # truncated importance sampling against the engine's mismatch: null | token | sequence; the loss
+    # of each token is weighted by min(pi_old / pi_engine, tis_cap) (detached; pi_old recomputed)
+    tis: str | None = None
+    tis_cap: float = 2.0  # C, the truncation of the importance weight (2 in Yao et al. 2025)
 
     def validate(self, prefix: str = "loss") -> None:
         if self.name not in OBJECTIVES:
@@ -66,6 +79,10 @@ class LossConfig:
             )
         if self.constant_normalizer is not None and self.constant_normalizer < 1:
             raise ConfigError(f"{prefix}.constant_normalizer must be >= 1 (got {self.constant_normalizer})")
+        if self.tis is not None and self.tis not in TIS_LEVELS:
+            raise ConfigError(f"{prefix}.tis must be null, token or sequence (got {self.tis!r})")
+        if not self.tis_cap >= 1:
+            raise ConfigError(f"{prefix}.tis_cap must be >= 1 (got {self.tis_cap})")
 
 
 def token_weights(mask: torch.Tensor, aggregation: str, constant: int) -> torch.Tensor:
@@ -91,6 +108,9 @@ class LossBatch:
     advantages: torch.Tensor  # [n]
     weights: torch.Tensor  # [n, T] from token_weights over the whole minibatch (0 off-completion)
     ref_logp: torch.Tensor | None = None  # [n, T] log pi_ref, when the KL term is on
+    # [n, T] truncated importance weights min(pi_old / pi_engine, C) (loss.tis; detached), multiplying
+    # the objective's per-token loss; None = no correction
+    is_weights: torch.Tensor | None = None
 
 
 Objective = Callable[[LossConfig, LossBatch, torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
@@ -122,6 +142,8 @@ def policy_loss(cfg: LossConfig, b: LossBatch) -> tuple[torch.Tensor, dict[str, 
     split."""
     on = b.weights > 0
     per_token, stats = OBJECTIVES.get(cfg.name)(cfg, b, on)
+    if b.is_weights is not None:  # truncated IS against the engine mismatch (module docstring)
+        per_token = per_token * b.is_weights.detach().to(per_token.dtype)
     if cfg.kl_coef > 0 and b.ref_logp is not None:
         q = b.ref_logp - b.logp
         k3 = torch.exp(q) - q - 1.0

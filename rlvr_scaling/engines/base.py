@@ -179,6 +179,10 @@ class Engine(abc.ABC):
         ``generator``: the sampling randomness, either :class:`SampleKeys` (what the trainer passes:
         per-response streams, batch-invariant) or a ``torch.Generator``."""
 
+    def attach_meter(self, meter) -> None:  # noqa: B027 - optional hook
+        """Report generation work to ``meter`` (accounting.FlopMeter). Engines whose forwards run
+        through the trainer's modules (HF) need nothing: the meter sees those forwards itself."""
+
     def sync_weights(self, model: torch.nn.Module) -> None:  # noqa: B027 - optional hook
         """Make the engine generate with ``model``'s current weights (no-op when it shares them)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from ..models import encode_prompt, kv_cache
+from ..models import autocast_region, encode_prompt, kv_cache
 from ..registry import Registry
 from .base import Engine, Generation, SamplingParams, draw_uniforms
 
@@ -86,15 +86,18 @@ class HFEngine(Engine):
             raise ValueError("generate() called with zero responses")
         chunk = self.max_batch or len(rows)
         uniforms = draw_uniforms(generator, counts, params.max_new_tokens, self.device)
-        parts = [
-            self._generate_rows(
-                [encoded[i] for i in rows[s : s + chunk]],
-                rows[s : s + chunk],
-                params,
-                uniforms[s : s + chunk],
-            )
-            for s in range(0, len(rows), chunk)
-        ]
+        # one autocast region over the whole call (mixed precision): the fp32 weights are cast to the
+        # compute dtype once, not at every decoding step
+        with autocast_region(self.model):
+            parts = [
+                self._generate_rows(
+                    [encoded[i] for i in rows[s : s + chunk]],
+                    rows[s : s + chunk],
+                    params,
+                    uniforms[s : s + chunk],
+                )
+                for s in range(0, len(rows), chunk)
+            ]
         return Generation.concat(parts, self.pad_id)
 
     def _generate_rows(self, prompt_ids, rows, params: SamplingParams, uniforms: torch.Tensor) -> Generation:

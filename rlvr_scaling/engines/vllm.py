@@ -101,6 +101,7 @@ class VLLMEngine(Engine):
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         self.sync = SyncStats()
+        self.meter = None  # accounting.FlopMeter: vLLM's forwards are invisible to its hooks
         self.in_process = settings.in_process
         self.llm = None
         # vLLM reads these when the engine is built. Its INFO lines would drown the trainer's log.
@@ -218,6 +219,8 @@ class VLLMEngine(Engine):
                         requests.append(TokensPrompt(prompt_token_ids=encoded[i]))
                         sampling.append(VSamplingParams(n=c, **common))
             outputs = self.llm.generate(requests, sampling, use_tqdm=False)
+        if self.meter is not None:
+            self._charge(encoded, counts, outputs)
         prompts_ids, completions, logprobs = [], [], []
         for out in outputs:
             # n > 1 completions come back in index order; sort to be safe
@@ -227,6 +230,26 @@ class VLLMEngine(Engine):
                 completions.append(ids)
                 logprobs.append([float(step[tok].logprob) for step, tok in zip(comp.logprobs, ids)])
         return self._assemble(rows, prompts_ids, completions, logprobs)
+
+    def attach_meter(self, meter) -> None:
+        self.meter = meter
+
+    def _charge(self, encoded, counts, outputs) -> None:
+        """The forward work of one call, as the FLOPs clock counts it (accounting.py): each distinct
+        prompt prefilled once (the other requests of the call hit the prefix cache), then one token per
+        decoding step, each attending to its prompt and the completion so far. vLLM recomputes a
+        prompt's last, partial cache block per request: not charged."""
+        tokens = context = logits = 0
+        for i, c in enumerate(counts):
+            if c > 0:
+                p = len(encoded[i])
+                tokens, context, logits = tokens + p, context + p * (p + 1) // 2, logits + 1
+        for out in outputs:
+            p = len(out.prompt_token_ids)
+            for comp in out.outputs:
+                d = max(len(comp.token_ids) - 1, 0)  # the last sampled token is never fed back
+                tokens, context, logits = tokens + d, context + d * p + d * (d + 1) // 2, logits + d
+        self.meter.add(tokens, logits, context)
 
     def _assemble(self, rows, prompts_ids, completions, logprobs) -> Generation:
         n = len(rows)

@@ -20,6 +20,9 @@ TRAIN = ["-m", "rlvr_scaling.cli.train"]
 # keys that legitimately differ with the number of processes or the wall clock
 VARYING = {
     "wall_seconds",
+    # the work done: a rank without rows in a step runs a zero-weighted padding micro-batch so that the
+    # collectives pair up, real work the `flops` clock charges (flops_nominal stays equal)
+    "flops",
     "derived/world_size",
     "derived/prompts_per_rank",
     "derived/minibatch_responses_per_rank",

@@ -89,6 +89,28 @@ def test_generation_contract_matches_the_hf_engine(engine, trainer_model):
     assert len(both) == len(gen) + 3 and both.completion_lengths.sum() == gen.num_tokens + more.num_tokens
 
 
+def test_vllm_generation_work_is_charged_like_the_hf_engine(engine, tiny_model_dir):
+    """The FLOPs clock sees no vLLM forward: the engine reports its work, with the formula the HF
+    engine's forwards are metered by (one prefill per distinct prompt, c - 1 decoding steps). Runs
+    before any second engine of this module is closed: closing an in-process engine tears down vLLM's
+    process-global groups, under every other live engine of the process."""
+    from rlvr_scaling.accounting import FlopMeter
+    from tests.core.test_flops import Hand
+
+    model, _ = load_hf(tiny_model_dir, "float32", CPU)
+    meter = FlopMeter(model)
+    engine.attach_meter(meter)
+    try:
+        meter.start()
+        gen = engine.generate(PROMPTS[:3], [3, 2, 4], SamplingParams(8), _rng(4))
+        charged = meter.stop()
+    finally:
+        engine.meter = None
+    p = gen.attention_mask[:, : gen.prompt_width].sum(1).tolist()
+    c = gen.completion_lengths.tolist()
+    assert charged == Hand(model).generation(p, c, gen.prompt_index.tolist())
+
+
 def test_after_a_weight_push_logprobs_and_greedy_outputs_match_the_trainer(engine, trainer_model):
     """fp32: the engine's log-probs of its sampled tokens equal the trainer's HF log-probs (<= 1e-3)
     after K optimizer steps and one in-place push; greedy outputs are token-for-token identical."""
