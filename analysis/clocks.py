@@ -68,7 +68,7 @@ from analysis.load import (
     key_matches,
 )
 
-CLOCK_CHOICES = ("responses", "tokens", "flops", "wall_seconds", "optimizer_steps")
+CLOCK_CHOICES = ("responses", "tokens", "flops", "flops_nominal", "wall_seconds", "optimizer_steps")
 CROSSINGS = ("interval", "exact", "interpolate", "isotonic")
 FAILURE_TIMES = ("onset", "detection")
 

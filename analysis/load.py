@@ -24,7 +24,16 @@ from typing import Any
 import yaml
 
 #: Clocks every metrics row carries (DESIGN.md §3); ``responses`` is the primary one and must be valid.
-CLOCKS = ("rollout", "responses", "tokens", "optimizer_steps", "wall_seconds", "flops", "eval_responses")
+CLOCKS = (
+    "rollout",
+    "responses",
+    "tokens",
+    "optimizer_steps",
+    "wall_seconds",
+    "flops",
+    "flops_nominal",
+    "eval_responses",
+)
 STATES = ("running", "completed", "failed", "preempted")
 #: Keys never part of a condition: the seed, the key a sweep varies to change B, and bookkeeping.
 DEFAULT_IGNORED_KEYS = ("seed", "rollout.prompts_per_rollout", "logger", "run")

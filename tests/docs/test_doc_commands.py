@@ -237,6 +237,8 @@ def _make_rule(cmd: Command) -> Coverage | None:
         return Coverage("ci", "make lint")
     if target == "test-oldest":
         return Coverage("ci", "make test-oldest")
+    if target == "gpu-wheels":
+        return Coverage("ci", "make gpu-wheels")
     if target == "bench":
         return Coverage("script", "benchmarks/cycle.py", "make bench runs it; minutes of CPU")
     return None
@@ -310,6 +312,23 @@ RULES: list[Rule] = [
         _regex(
             r"^cp slurm/local\.example\.yaml slurm/local\.yaml$",
             Coverage("test", "tests/slurm/test_slurm_presets.py::test_example_site_file_is_valid"),
+        ),
+    ),
+    (
+        "gpu check smoke",
+        _regex(
+            r"^(bash )?scripts/gpu_check\.sh --cpu-smoke$", Coverage("ci", "scripts/gpu_check.sh --cpu-smoke")
+        ),
+    ),
+    (
+        "gpu check",
+        _regex(
+            r"^(bash )?scripts/gpu_check\.sh$",
+            Coverage(
+                "ci",
+                "scripts/gpu_check.sh --cpu-smoke",
+                "needs a GPU node; CI runs the same script path with --cpu-smoke",
+            ),
         ),
     ),
     (
