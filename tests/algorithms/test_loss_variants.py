@@ -143,7 +143,7 @@ def test_cispo_gradient_is_reinforce_weighted_by_the_clipped_ratio(aggregation, 
     truncated = 0
     for i in range(len(adv)):
         for t in range(int(mask[i].sum())):
-            rho = math.exp(float(logp[i, t] - old[i, t]))
+            rho = math.exp(float(logp[i, t].detach() - old[i, t]))
             weight = rho if low is None else _clip(rho, 1 - low, 1 + high)
             truncated += weight != rho
             reference = reference - float(w[i, t]) * weight * float(adv[i]) * logp[i, t]
