@@ -32,7 +32,7 @@ class RolloutLogprobs:
 
 
 class LogprobPhase:
-    def __init__(self, cfg, full_model, ref_model, engine, device, dist):
+    def __init__(self, cfg, full_model, ref_model, engine, device, dist, behaviour_model=None):
         self.cfg, self.full_model, self.ref_model, self.device, self.dist = (
             cfg,
             full_model,
@@ -40,6 +40,8 @@ class LogprobPhase:
             device,
             dist,
         )
+        # the weights that generated the rollout (staleness.py): a recomputed pi_old uses them
+        self.behaviour_model = full_model if behaviour_model is None else behaviour_model
         mode = cfg.optim.old_logprobs
         self.behaviour = mode == "behaviour" or (mode == "auto" and engine.exact_behaviour_logprobs)
 
@@ -59,12 +61,12 @@ class LogprobPhase:
             if self.behaviour:  # theta_old's log-probs as the engine computed them while sampling
                 old = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
             else:
-                old, _ = self.logprobs(self.full_model, gen, mine)
+                old, _ = self.logprobs(self.behaviour_model, gen, mine)
             entropy_mean = float(gen.entropies[:, gen.prompt_width :][comp].mean())
         else:  # the engine reports no entropies: each rank computes them on its block of rows
             rows = torch.arange(len(gen))[dist.block(len(gen))]
             todo = rows if self.behaviour else torch.unique(torch.cat([mine, rows]))
-            old, ent = self.logprobs(self.full_model, gen, todo, with_entropy=True)
+            old, ent = self.logprobs(self.behaviour_model, gen, todo, with_entropy=True)
             if self.behaviour:
                 old = torch.where(comp, gen.behaviour_logprobs[:, gen.prompt_width :], 0.0)
             entropy_mean = self.entropy_mean(ent, comp, rows)
