@@ -1,14 +1,15 @@
 """Cost of each algorithm axis per rollout cycle, as a ratio to the default cycle; and the check that the
 defaults reproduce another checkout's runs bit for bit.
 
-    python benchmarks/algorithm_axes.py [--prompts 16] [--group 8] [--cycles 12] [--threads 1]
+    python benchmarks/algorithm_axes.py [--prompts 16] [--group 8] [--cycles 16] [--threads 1]
     python benchmarks/algorithm_axes.py --compare-with /path/to/other/checkout [--responses 1024]
 
 Cost: one trainer per option (loss=gspo, gspo_token, cispo, dual_clip, rollout.staleness=1 and 4,
 rollout.dynamic_sampling) and one on the default (GRPO with the PPO-clipped loss), all built from the
 same warm-started embedded model, each on its own copy of the weights. Their rollout cycles (generate,
 score, advantages, log-probs, K steps, sync, clocks) are timed round-robin, one cycle of each option
-per round, so that a change in machine load hits every option alike; the first round is warm-up. The
+per round in a rotating order, so that a change in machine load hits every option alike and none
+always runs first; the first round is warm-up. The
 report gives the median seconds per cycle, the ratio to the default's median, and the interval of that
 ratio over rounds (25th-75th percentile of per-round ratios). Dynamic sampling must generate more: its
 line adds the responses drawn per B and the cost per drawn response relative to the default's.
@@ -88,8 +89,10 @@ def cost(args) -> None:
         trainers[name] = trainer
     seconds = {name: [] for name in trainers}
     drawn = {name: [] for name in trainers}
-    for _round in range(args.cycles + 1):
-        for name, trainer in trainers.items():
+    names = list(trainers)
+    for rnd in range(args.cycles + 1):
+        for name in names[rnd % len(names) :] + names[: rnd % len(names)]:  # rotate who goes first
+            trainer = trainers[name]
             before = trainer.clocks.responses
             t = time.perf_counter()
             trainer._rollout()
@@ -156,7 +159,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--group", type=int, default=8)
-    ap.add_argument("--cycles", type=int, default=12)
+    ap.add_argument("--cycles", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
         "--compare-with", help="another checkout of the project: check the default is bit-identical"
