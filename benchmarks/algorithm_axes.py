@@ -9,10 +9,10 @@ rollout.dynamic_sampling) and one on the default (GRPO with the PPO-clipped loss
 same warm-started embedded model, each on its own copy of the weights. Their rollout cycles (generate,
 score, advantages, log-probs, K steps, sync, clocks) are timed round-robin, one cycle of each option
 per round in a rotating order, so that a change in machine load hits every option alike and none
-always runs first; the first round is warm-up. The
-report gives the median seconds per cycle, the ratio to the default's median, and the interval of that
-ratio over rounds (25th-75th percentile of per-round ratios). Dynamic sampling must generate more: its
-line adds the responses drawn per B and the cost per drawn response relative to the default's.
+always runs first; the first round is warm-up. The report gives the median seconds per cycle, the
+median over rounds of the ratio to the default's cycle of the same round, and the 25th-75th
+percentiles of those per-round ratios. Dynamic sampling must generate more: its line adds the
+responses drawn per B and the cost per drawn response relative to the default's.
 
 Compare: the embedded default (``--responses`` training responses, 1 thread) run by this checkout and by
 the one given, in child processes with the same warm-start cache; prints the first differing metric
@@ -112,7 +112,7 @@ def cost(args) -> None:
     for name, secs in seconds.items():
         per_round = sorted(s / d for s, d in zip(secs, base))
         q1, q3 = per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]
-        ratio = med(secs) / med(base)
+        ratio = med(per_round)
         per_b = sum(drawn[name]) / (len(drawn[name]) * b)
         line = f"{name:<18} {med(secs):8.3f} {ratio:6.3f}  [{q1:5.3f}, {q3:5.3f}]  {per_b:.3f}"
         if name == "dynamic_sampling":
