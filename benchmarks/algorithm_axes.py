@@ -25,6 +25,7 @@ import argparse
 import copy
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -119,6 +120,9 @@ def cost(args) -> None:
             line += f"  (cost per drawn response: {ratio / per_b:.3f} x default)"
         print(line)
     comps.task.close()
+    for trainer in trainers.values():
+        trainer.metrics.close()
+        shutil.rmtree(trainer.run_dir, ignore_errors=True)
 
 
 def compare(args) -> None:
@@ -153,6 +157,7 @@ def compare(args) -> None:
     if len(a) != len(b):
         sys.exit(f"different row counts: {len(a)} vs {len(b)}")
     print(f"identical: {len(a)} rows, overrides {overrides}")
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def main() -> None:
