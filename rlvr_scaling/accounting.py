@@ -1,7 +1,8 @@
 """Phase 6 of a cycle: advance the clocks and assemble the rollout's training row.
 
 Every response the rollout generated counts on the ``responses`` clock (trained-on responses, responses
-an allocator or filter drew, ReMax's greedy responses); ``tokens`` counts their generated tokens.
+an allocator or filter drew, ReMax's greedy responses, and the responses dynamic sampling drew and
+discarded); ``tokens`` counts their generated tokens.
 
 **FLOPs** (docs/flops.md). Two clocks:
 
@@ -54,6 +55,12 @@ def charge(clocks: Clocks, batch: RolloutBatch, n_params: int, cfg, has_ref: boo
     clocks.flops_nominal += float(n_params) * (
         2 * (tokens + prompt_tokens) + passes * (tokens + prompt_tokens) + 2 * greedy_seq
     )
+    if batch.discarded is not None:  # dynamic sampling: generated, never trained on
+        dropped = batch.discarded
+        clocks.responses += len(dropped)
+        clocks.tokens += dropped.num_tokens
+        # (their generation forwards are in `flops` already: the meter saw them)
+        clocks.flops_nominal += float(n_params) * 2 * int(dropped.attention_mask.sum())
 
 
 class FlopMeter:

@@ -63,7 +63,7 @@ class RolloutLogprobs:
 
 
 class LogprobPhase:
-    def __init__(self, cfg, full_model, ref_model, engine, device, dist):
+    def __init__(self, cfg, full_model, ref_model, engine, device, dist, behaviour_model=None):
         self.cfg, self.full_model, self.ref_model, self.device, self.dist = (
             cfg,
             full_model,
@@ -71,6 +71,8 @@ class LogprobPhase:
             device,
             dist,
         )
+        # the weights that generated the rollout (staleness.py): a recomputed pi_old uses them
+        self.behaviour_model = full_model if behaviour_model is None else behaviour_model
         mode = cfg.optim.old_logprobs
         self.tis = cfg.loss.tis
         self.behaviour = mode == "behaviour" or (
@@ -98,12 +100,12 @@ class LogprobPhase:
             if self.behaviour:  # theta_old's log-probs as the engine computed them while sampling
                 old = behaviour
             else:
-                old, _ = self.logprobs(self.full_model, gen, mine)
+                old, _ = self.logprobs(self.behaviour_model, gen, mine)
             entropy_mean = float(gen.entropies[:, gen.prompt_width :][comp].mean())
         else:  # the engine reports no entropies: each rank computes them on its block of rows
             rows = torch.arange(len(gen))[dist.block(len(gen))]
             recomputed = torch.unique(torch.cat([mine, rows]))
-            old, ent = self.logprobs(self.full_model, gen, rows if self.behaviour else recomputed, True)
+            old, ent = self.logprobs(self.behaviour_model, gen, rows if self.behaviour else recomputed, True)
             if self.behaviour:
                 old = behaviour
             entropy_mean = self.entropy_mean(ent, comp, rows)

@@ -157,8 +157,9 @@ class PolicyOptimizer:
             "train/param_norm": self.param_norm(),
         }
         self._after = [(s["kl_old"], s["kl_old_seq"]) for s in after if "kl_old" in s]
-        if "clip_frac" in steps[0]:
-            out["loss/clip_frac"] = _mean(col("clip_frac"))
+        for key in ("clip_frac", "dual_clip_frac"):
+            if key in steps[0]:
+                out[f"loss/{key}"] = _mean(col(key))
         if "kl_ref" in steps[0]:
             out["loss/kl_ref"] = _mean(col("kl_ref"))
         out.update({f"noise/{k}": v for k, v in self.noise.finish_rollout().items()})
@@ -263,6 +264,7 @@ def step_means(sums: dict[str, float]) -> dict[str, float]:
         ("kl_old_sum", "kl_old", tokens),
         ("kl_old_seq_sum", "kl_old_seq", rows),
         ("clip_sum", "clip_frac", tokens),
+        ("dual_clip_sum", "dual_clip_frac", tokens),
     ):
         if key in out:
             total = out.pop(key)

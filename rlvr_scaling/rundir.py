@@ -274,9 +274,19 @@ def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
 
 
 def save_checkpoint(
-    run_dir: Path, tag: str, model, optimizer, trainer_state: dict, keep: int = 1, dist_env=None
+    run_dir: Path,
+    tag: str,
+    model,
+    optimizer,
+    trainer_state: dict,
+    keep: int = 1,
+    dist_env=None,
+    tensor_files: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> Path:
     """Write a checkpoint atomically (a temporary directory renamed into place).
+
+    ``tensor_files``: further safetensors files (name -> tensors, identical on every rank), written by
+    rank 0 beside the others (e.g. the queued stale weights of ``rollout.staleness``).
 
     One process: ``model.safetensors`` + ``optimizer.safetensors``/``.json``. Data-parallel
     (``dist_env.enabled``): model and optimizer state go through ``torch.distributed.checkpoint`` into
@@ -312,6 +322,8 @@ def save_checkpoint(
     if torch.cuda.is_available():
         rng.update({f"torch_cuda_{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
     save_file(rng, str(tmp / "rng.safetensors"))
+    for name, tensors in (tensor_files or {}).items():
+        save_file(tensors, str(tmp / name))
     atomic_write_json(tmp / "trainer.json", trainer_state, strict=False)  # detector state may hold -inf
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)

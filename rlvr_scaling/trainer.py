@@ -4,11 +4,13 @@ Per rollout (one policy-update cycle of B = P * G responses), in named phases wh
 their own modules:
 
     collect      (collect.py)       draw prompts, allocate + generate responses, score them
+                                    (dynamic sampling: drop zero-variance groups, draw more)
     advantages   (algorithms/baselines.py)  the baseline's advantages (+ optimal-baseline weights)
     plan         (optimize.py)      shuffle into K minibatches of B/K (and each rank's share)
     log-probs    (logprobs.py)      pi_old (behaviour or recomputed), pi_ref, entropy
     optimize     (optimize.py)      K optimizer steps (loss, LR rule, noise instruments)
-    sync                            push the new weights to the engine
+    sync         (staleness.py)     the engine gets the weights for the next rollout: the new ones,
+                                    or those rollout.staleness updates old
     account      (accounting.py)    clocks and the training row
     then: failure detectors, evaluation when due (evaluation.py), checkpoint when due
 
@@ -42,6 +44,7 @@ from .per_sample import RolloutGradients
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
 from .samples import SampleLog
+from .staleness import BehaviourPolicy
 
 __all__ = ["Trainer", "TrainerState", "derived_seed"]
 
@@ -79,18 +82,25 @@ class Trainer:
         self.clocks = Clocks()
         # the phases of a cycle; what each configuration needs is decided and checked here, at start-up
         self.baseline_needs = NEEDS[cfg.baseline.name]
-        self.collector = Collector(cfg, derived, self.task, self.engine, self.dist, self.baseline_needs)
+        # the weights that generate rollouts (the trainer's own, or stale ones) and the engine using them
+        self.behaviour = BehaviourPolicy(cfg.rollout.staleness, self.full_model, self.engine)
+        if cfg.rollout.staleness:
+            log(f"[staleness] {self.behaviour.describe()}")
+        self.collector = Collector(
+            cfg, derived, self.task, self.behaviour.rollout_engine, self.dist, self.baseline_needs
+        )
         self.grads = RolloutGradients(
             cfg, self.full_model, self.ref_model, self.device, self.n_params, self.baseline_needs
         )
         log(f"[gradients] {self.grads.describe()}")
         self.logprobs = LogprobPhase(
-            cfg, self.full_model, self.ref_model, self.engine, self.device, self.dist
+            cfg, self.full_model, self.ref_model, self.engine, self.device, self.dist, self.behaviour.module
         )
         log(f"[old log-probs] {self.logprobs.describe()}")
         self.optim = PolicyOptimizer(cfg, derived, self.parallel, self.device, self.dist, self.clocks)
         self.evaluator = Evaluator(cfg, self.task, self.engine, self.dist, self.logprobs)
         self.flop_meter = accounting.FlopMeter.for_trainer(self.parallel, self.ref_model, self.engine)
+        self.flop_meter.attach(self.behaviour.module)  # the stale copy that generates (staleness > 0)
         self.monitor = FailureMonitor(cfg.failure)
         self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
         # rank 0 alone writes the run directory; the other ranks count rows so control flow agrees
@@ -230,15 +240,17 @@ class Trainer:
 
     def _sync_weights(self) -> None:
         """Weight sync: free for the HF engine (shared model), an in-place push for vLLM; under FSDP the
-        full weights are gathered from the shards into every rank's engine copy first."""
+        full weights are gathered from the shards into every rank's engine copy first. Under
+        ``rollout.staleness`` the new weights are queued and the engine gets those s updates old."""
         self.parallel.refresh_full()
-        self.engine.sync_weights(self.full_model)
+        self.behaviour.sync()
 
     # ------------------------------------------------------------------ evaluation
 
     @torch.no_grad()
     def _evaluate_and_log(self, extra: dict[str, Any] | None = None) -> None:
-        row = {**self.evaluator.evaluate(self.clocks.responses), **(extra or {})}
+        with self.behaviour.current_policy():  # validation measures the current weights
+            row = {**self.evaluator.evaluate(self.clocks.responses), **(extra or {})}
         self.clocks.eval_responses += row["eval/responses"]
         acc = row["eval/accuracy"]
         for a in self.cfg.eval.targets:
@@ -306,6 +318,8 @@ class Trainer:
             "state": self.state.__dict__ | {"metrics_lines": self.metrics.lines},
             "failure": self.failure,
             "detectors": self.monitor.state_dict(),
+            "collector": self.collector.state_dict(),
+            "behaviour": self.behaviour.state_dict(),
             **self.optim.state_dict(),
         }
 
@@ -318,6 +332,7 @@ class Trainer:
             self.optim.optimizer,
             self._trainer_state(),
             dist_env=self.dist,
+            tensor_files=self.behaviour.tensor_files(),
         )
         self._write_status("running" if self.failure is None else "failed")
         self.last_checkpoint_s = time.perf_counter() - t
@@ -337,6 +352,8 @@ class Trainer:
         self.failure = saved.get("failure")
         self.monitor.load_state_dict(saved.get("detectors", {}))
         self.optim.load_state_dict(saved)
+        self.collector.load_state_dict(saved.get("collector", {}))
+        self.behaviour.load(path, saved.get("behaviour"))
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name
         self.log(
