@@ -3,6 +3,8 @@
 #   make test                # the test-suite (SLURM tests run when a cluster is up: see slurm/)
 #   make test-oldest         # a subset on the oldest torch/transformers pyproject.toml claims (own venv)
 #   make run ARGS="-m sweeps=demo"   # any rlvr-train arguments
+#   make study               # the reference study (sweeps two_clock + two_clock_unclipped) and its analysis
+#   make figures             # the README's figures (docs/figures/) from the study's run directories
 #   make gpu-wheels          # the wheel folder scripts/gpu_check.sh installs on an offline GPU node
 VENV ?= .venv
 PYTHON ?= python3
@@ -33,7 +35,7 @@ GPU_PINS = hydra-core==1.3.8 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3 subm
 	hydra-submitit-launcher==1.2.0 hydra-joblib-launcher==1.2.0 math-verify==0.9.0 latex2sympy2_extended==1.11.0 \
 	trl==1.16.0 accelerate==1.15.0 datasets==4.7.0 dill==0.4.0 multiprocess==0.70.18
 
-.PHONY: install run test test-oldest lint bench clean gpu-wheels
+.PHONY: install run test test-oldest lint bench clean gpu-wheels study figures
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -66,6 +68,23 @@ test-oldest: $(VENV_OLDEST)/.installed
 lint: install
 	$(VENV)/bin/ruff check rlvr_scaling analysis tests benchmarks hydra_plugins
 	$(VENV)/bin/ruff format --check rlvr_scaling analysis tests benchmarks hydra_plugins
+
+# The reference study on the embedded default: the clipped grid at two eta_ref a decade apart and the
+# unclipped grid, into one folder, then the analysis. Re-running resumes (ended runs are skipped).
+STUDY ?= runs/study
+study: install
+	$(VENV)/bin/rlvr-train -m sweeps=two_clock run.sweep=study $(ARGS)
+	$(VENV)/bin/rlvr-train -m sweeps=two_clock_unclipped run.sweep=study $(ARGS)
+	$(VENV)/bin/rlvr-analyze $(STUDY) --out results/study --isotonic --quiet
+	@echo "report: results/study/report.md"
+
+# The figures the README shows, regenerated from the study's run directories.
+figures: install
+	$(VENV)/bin/rlvr-analyze $(STUDY) --out results/study --isotonic --quiet
+	mkdir -p docs/figures
+	cp results/study/alpha_gamma_vs_eta_ref.png docs/figures/
+	cp results/study/rt_vs_B_all_0.25.png docs/figures/
+	cp results/study/report.md docs/figures/study_report.md
 
 bench: install
 	$(PY) benchmarks/cycle.py

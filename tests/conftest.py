@@ -45,7 +45,9 @@ def tiny_config(cache_dir, **overrides):
     cfg.rollout.group_size = 4
     cfg.rollout.max_new_tokens = 4
     cfg.optim.steps_per_rollout = 2
+    cfg.eval.schedule = "linear"  # every 32 responses, greedy: what these unit tests were written for
     cfg.eval.every_responses = 32
+    cfg.eval.samples = 0
     cfg.eval.targets = [0.05, 0.9]
     cfg.train.max_responses = 64
     cfg.run.cache_dir = str(cache_dir)

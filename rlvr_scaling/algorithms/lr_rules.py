@@ -46,7 +46,7 @@ class PowerLRParams:
     """eta(B) = ref_lr * (B / ref_responses) ** power."""
 
     rule: str = "power"
-    ref_lr: float = 1e-6
+    ref_lr: float = 3e-6
     ref_responses: int = 32
     power: float = 0.5
 

@@ -63,8 +63,10 @@ def test_bad_schedule_is_refused_naming_the_key(key, value):
 
 
 def test_geometric_resolution_is_relative():
-    e = EvalConfig()
+    e = EvalConfig(points_per_doubling=6, every_responses=1024)
     for r in (200, 1000, 5000):
         nxt = next_eval_point(e, r)
         assert (nxt - r) / r <= 2 ** (1 / 6) - 1 + 0.02 or nxt - r <= 1024
     assert math.isclose(next_eval_point(e, 4096) / 4096, 2 ** (1 / 6), rel_tol=0.01)
+    d = EvalConfig()  # the default: 4 points per doubling
+    assert math.isclose(next_eval_point(d, 4096) / 4096, 2 ** (1 / d.points_per_doubling), rel_tol=0.01)

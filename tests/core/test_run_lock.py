@@ -160,6 +160,8 @@ def tiny(cache_dir: Path) -> list[str]:
         "rollout.max_new_tokens=4",
         "task.train_size=500",
         "task.val_size=16",
+        "eval.schedule=linear",
+        "eval.samples=0",
         "eval.every_responses=64",
         "eval.targets=[0.05,0.9]",
         "lr.ref_lr=1e-3",

@@ -251,6 +251,8 @@ def test_a_sweep_runs_locally_through_the_joblib_launcher(tmp_path, cache_dir):
         "rollout.max_new_tokens=4",
         "task.train_size=200",
         "task.val_size=16",
+        "eval.schedule=linear",
+        "eval.samples=0",
         "eval.every_responses=64",
         "lr.ref_responses=16",
         "train.max_responses=64",

@@ -39,6 +39,8 @@ def tiny(cache_dir: Path) -> list[str]:
         "rollout.group_size=4",
         "optim.steps_per_rollout=2",
         "rollout.max_new_tokens=6",
+        "eval.schedule=linear",
+        "eval.samples=0",
         "eval.every_responses=96",
         "lr.ref_lr=1e-4",
         "lr.ref_responses=32",
@@ -99,7 +101,10 @@ def assert_same_rows(got: list[dict], want: list[dict]) -> None:
         assert g.keys() == w.keys()
         for key in w:
             if isinstance(w[key], float):
-                assert g[key] == pytest.approx(w[key], rel=1e-5, abs=1e-7), key
+                # the drift KL is second order in the parameter change: the rounding-level parameter
+                # differences of a reduction over ranks reach it at ~1e-5 relative
+                rel = 1e-4 if key.startswith("train/kl_old") else 1e-5
+                assert g[key] == pytest.approx(w[key], rel=rel, abs=1e-7), key
             else:
                 assert g[key] == w[key], key
 
@@ -216,6 +221,7 @@ def test_embedded_default_under_torchrun(cache, tmp_path):
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in metrics if "train/reward_mean" in r]
     assert [r["responses"] for r in train_rows] == [128, 256, 384, 512]
-    assert sum("eval/accuracy" in r for r in metrics) == 3  # at 0, 256 and 512 responses
+    # at 0 and at the rollouts that pass the default geometric points (64, 152, 304, 431 -> 128, 256, 384, 512)
+    assert [r["responses"] for r in metrics if "eval/accuracy" in r] == [0, 128, 256, 384, 512]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     assert (run_dir / "summary.json").is_file() and (run_dir / "config.yaml").is_file()

@@ -31,6 +31,8 @@ def tiny(cache_dir: Path, prompts: int | None = 4) -> list[str]:
         "rollout.max_new_tokens=4",
         "task.train_size=500",
         "task.val_size=16",
+        "eval.schedule=linear",
+        "eval.samples=0",
         "eval.every_responses=64",
         "eval.targets=[0.05,0.9]",
         "lr.ref_lr=1e-3",
@@ -158,7 +160,8 @@ def test_preempted_job_resumes_from_checkpoint_with_identical_metrics(slurm_clus
     run-directory lock goes from each killed job to its restart without blocking it: ``run.lock``
     names the same job with ``restart 2`` and a new pid.
     """
-    responses = 6400  # outlasts two checkpoints, the requeues and KillWait (2 s on the local cluster)
+    # outlasts two checkpoints, the requeues and KillWait (2 s on the local cluster) on a quiet machine
+    responses = 16000
     budget = [f"train.max_responses={responses}", "run.checkpoint_every_rollouts=10"]
     reference = tmp_path / "reference"
     ref_log = tmp_path / "reference.log"
