@@ -242,6 +242,9 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
         "n_evals": len(evals),
         "best_accuracy": float(np.nanmax(acc)) if np.isfinite(acc).any() else math.nan,
         "final_accuracy": float(acc[-1]),
+        # the targets the run's own config times (eval.targets); a condition is fitted at a target only
+        # if its runs declare it, unless --targets names targets explicitly
+        "declared_targets": " ".join(f"{t:g}" for t in _config_targets(config)),
     }
     mismatch = False
     summary_targets = summary.get("targets") if isinstance(summary.get("targets"), dict) else {}

@@ -272,6 +272,8 @@ def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=N
         pred = extra.get("noise", {}).get(condition)
         for i, a in enumerate(tables.targets):
             label = target_label(a)
+            if (condition, label) not in fits:  # a target these runs do not time
+                continue
             _scaling_panel(
                 ax,
                 runs,

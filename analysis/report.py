@@ -194,8 +194,14 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
     if n_boot > 0 and len(fitted):
         uniq = np.unique(B)
         W = stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition))
+    explicit = tables.options is not None and tables.options.targets is not None
+    declared = {float(t) for text in group.get("declared_targets", []) for t in str(text).split()}
     for clock in clocks_of(tables):
         is_target = clock != "failure"
+        if is_target and not explicit and declared and float(clock.split(":", 1)[1]) not in declared:
+            continue  # a target these runs do not time (another condition's eval.targets)
+        if is_target and not explicit and not declared and "declared_targets" in group:
+            continue  # the runs time no target at all (eval.targets: [])
         lower = fitted[f"{clock}:lower"] if is_target else None
         fit = fit_power_law(
             B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W

@@ -10,8 +10,9 @@ Three measurements, printed as tables (the figures in docs/failure.md come from 
    and a steady truncation rate. Every row goes through the real :class:`FailureMonitor` with the default
    config; a run that fires is a false alarm.
 2. **Injected collapses**: the same runs, with the policy collapsing at ``R0`` (accuracy and reward fall
-   to ``a_low`` within ``--collapse-width`` responses, drift and entropy degrade). Reported per B:
-   fraction detected, onset minus R0, detection minus R0 (median and 90th percentile).
+   to ``a_low`` within ``--collapse-width`` responses), once with the drift and entropy degrading too
+   and once without (only the collapse detectors can see it). Reported per B: fraction detected,
+   onset minus R0, detection minus R0 (median and 90th percentile), and which detector decided.
 3. **Real runs** (``--runs DIR``, optional): replays the metrics.jsonl of real run directories through
    the detectors (offline) and lists which fired, where — e.g. the healthy clipped two_clock grid.
 
@@ -49,6 +50,7 @@ def simulate(
     n_problems: int,
     samples: int,
     collapse_at: float | None = None,
+    quiet: bool = False,
     width: float = 512.0,
     a_low: float = 0.02,
 ) -> list[dict]:
@@ -101,10 +103,10 @@ def simulate(
                 "rollout/responses": b,
                 "rollout/prompts": b // 8,
                 "train/reward_mean": float(rng.binomial(8, per_problem(acc, b // 8, fixed=False)).sum()) / b,
-                "train/kl_old": kl_level * math.exp(rng.normal(0, 0.7)) * (1 + 300 * x),
+                "train/kl_old": kl_level * math.exp(rng.normal(0, 0.7)) * (1 + (0 if quiet else 300) * x),
                 "train/entropy": h0
                 * (1 - 0.4 * min(r / 16384, 1))
-                * (1 - 0.99 * x)
+                * (1 - (0 if quiet else 0.99) * x)
                 * math.exp(rng.normal(0, 0.05)),
                 "train/finished_frac": 1.0 - rng.binomial(b, 0.02) / b,
                 "loss/policy": 0.0,
@@ -144,14 +146,22 @@ def healthy_table(n: int, budget: int, n_problems: int, samples: int, seed: int)
 
 
 def collapse_table(
-    n: int, budget: int, n_problems: int, samples: int, seed: int, r0: float, width: float
+    n: int,
+    budget: int,
+    n_problems: int,
+    samples: int,
+    seed: int,
+    r0: float,
+    width: float,
+    quiet: bool = False,
 ) -> list[dict]:
     out = []
     for b in SIZES:
         rng = np.random.default_rng([seed, b, 1])
         got = [
             first_fire(
-                simulate(b, rng, budget, n_problems, samples, collapse_at=r0, width=width), FailureConfig()
+                simulate(b, rng, budget, n_problems, samples, collapse_at=r0, width=width, quiet=quiet),
+                FailureConfig(),
             )
             for _ in range(n)
         ]
@@ -224,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--healthy", type=int, default=200, help="simulated runs per rollout size")
     p.add_argument("--budget", type=int, default=16384)
     p.add_argument("--problems", type=int, default=256, help="validation problems")
-    p.add_argument("--samples", type=int, default=4, help="samples per validation problem")
+    p.add_argument("--samples", type=int, default=8, help="samples per validation problem")
     p.add_argument("--collapse-at", type=float, default=6000.0)
     p.add_argument("--collapse-width", type=float, default=512.0)
     p.add_argument("--seed", type=int, default=0)
@@ -234,18 +244,23 @@ def main(argv: list[str] | None = None) -> int:
         f"## healthy simulated runs ({args.healthy} per B, evaluation: {args.problems} problems x {args.samples})"
     )
     _print(healthy_table(args.healthy, args.budget, args.problems, args.samples, args.seed))
-    print(f"\n## injected collapse at R0 = {args.collapse_at:g} over {args.collapse_width:g} responses")
-    _print(
-        collapse_table(
-            args.healthy,
-            args.budget,
-            args.problems,
-            args.samples,
-            args.seed,
-            args.collapse_at,
-            args.collapse_width,
+    for quiet, what in ((False, "drift up 300x, entropy to 1 %"), (True, "drift and entropy unchanged")):
+        print(
+            f"\n## injected collapse at R0 = {args.collapse_at:g} over {args.collapse_width:g} responses: "
+            f"accuracy and reward to {0.02}, {what}"
         )
-    )
+        _print(
+            collapse_table(
+                args.healthy,
+                args.budget,
+                args.problems,
+                args.samples,
+                args.seed,
+                args.collapse_at,
+                args.collapse_width,
+                quiet=quiet,
+            )
+        )
     if args.runs is not None:
         print(f"\n## real runs under {args.runs} replayed through the default detectors")
         replayed = replay_runs(args.runs)
