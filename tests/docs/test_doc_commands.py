@@ -239,6 +239,14 @@ def _make_rule(cmd: Command) -> Coverage | None:
         return Coverage("ci", "make test-oldest")
     if target == "gpu-wheels":
         return Coverage("ci", "make gpu-wheels")
+    if target == "study":
+        return Coverage(
+            "test",
+            "tests/docs/test_study_target.py::test_study_grids_compose_with_the_sizes_the_readme_states",
+            "its grids listed by rlvr-grid (~17 minutes of CPU to run)",
+        )
+    if target == "figures":
+        return Coverage("test", "tests/docs/test_study_target.py::test_study_analysis_flags_parse")
     if target == "bench":
         return Coverage("script", "benchmarks/cycle.py", "make bench runs it; minutes of CPU")
     return None
