@@ -107,7 +107,7 @@ def test_stored_config_lacking_keys_at_their_defaults_is_the_same_run(cache_dir)
         ),
         (
             "lr.ref_lr",
-            "lr.ref_lr: absent in the stored config (added since?), but 0.001 is not its default 1e-06",
+            "lr.ref_lr: absent in the stored config (added since?), but 0.001 is not its default 3e-06",
         ),
     ],
 )
@@ -160,7 +160,7 @@ def test_run_interrupted_under_an_older_version_resumes(cache_dir, tmp_path):
         "preempted"
     )
     older = yaml.safe_load((run_dir / "config.yaml").read_text())
-    for key in ("optim.pack_sequences", "eval.samples", "rollout.vllm"):
+    for key in ("optim.pack_sequences", "failure.reward_collapse.window_responses", "rollout.vllm"):
         _drop(older, key)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
     stripped = _strip_checkpoint_entries_at_defaults(run_dir)
@@ -181,7 +181,7 @@ def test_run_interrupted_under_an_older_version_resumes(cache_dir, tmp_path):
         == json.loads((tmp_path / "reference" / "status.json").read_text())["state"]
     )
     (line,) = [m for m in logs if m.startswith("[config]")]
-    assert "eval.samples=0" in line and "optim.pack_sequences=True" in line and "rollout.vllm=" in line
+    assert "failure.reward_collapse.window_responses=" in line and "optim.pack_sequences=True" in line and "rollout.vllm=" in line
     assert any(m.startswith("[resume] from rollout-0000002") for m in logs)
     assert yaml.safe_load((run_dir / "config.yaml").read_text()) == config_dict(tiny_config(cache_dir))
     assert _rows(run_dir) == _rows(tmp_path / "reference")
