@@ -181,7 +181,11 @@ def test_run_interrupted_under_an_older_version_resumes(cache_dir, tmp_path):
         == json.loads((tmp_path / "reference" / "status.json").read_text())["state"]
     )
     (line,) = [m for m in logs if m.startswith("[config]")]
-    assert "failure.reward_collapse.window_responses=" in line and "optim.pack_sequences=True" in line and "rollout.vllm=" in line
+    assert (
+        "failure.reward_collapse.window_responses=" in line
+        and "optim.pack_sequences=True" in line
+        and "rollout.vllm=" in line
+    )
     assert any(m.startswith("[resume] from rollout-0000002") for m in logs)
     assert yaml.safe_load((run_dir / "config.yaml").read_text()) == config_dict(tiny_config(cache_dir))
     assert _rows(run_dir) == _rows(tmp_path / "reference")
