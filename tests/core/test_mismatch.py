@@ -128,8 +128,9 @@ def _rows(run_dir):
 def test_runs_log_the_engine_mismatch_and_tis_weights(cache_dir, tmp_path, varied_rewards, tis):
     """pi_old recomputed: every rollout logs the mismatch and the TIS statistics. The HF engine samples
     with the trainer's own module, so its log-probs equal the recomputation: to float rounding in fp32,
-    and exactly in bf16 here (its one-token decode steps and the recomputation's prompt-then-completion
-    forward round to the same bf16 values; the real bf16 mismatch is vLLM's, tests/vllm)."""
+    and to bf16 rounding in bf16 (its one-token decode steps and the recomputation's prompt-then-completion
+    forward may round differently in bf16, by a few bf16 ulps of a log-prob; which tokens differ depends
+    on the CPU's kernels (AVX2 or AVX-512): the real bf16 mismatch is vLLM's, tests/vllm)."""
     base = {
         "optim.old_logprobs": "recompute",
         "train.max_responses": 48,
@@ -151,14 +152,16 @@ def test_runs_log_the_engine_mismatch_and_tis_weights(cache_dir, tmp_path, varie
         "rollout/tis_weight_mean",
         "rollout/tis_capped_frac",
     )
+    tolerance = {"float32": 1e-4, "bfloat16": 5e-2}
     for dtype, rs in rows.items():
         assert len(rs) == 3
         for r in rs:
             assert all(k in r for k in keys), (dtype, sorted(r))
             assert r["rollout/mismatch_logp_abs_max"] >= r["rollout/mismatch_logp_abs_mean"] >= 0
-            assert r["rollout/mismatch_logp_abs_max"] < 1e-2
+            # fp32: float rounding; bf16: a few ulps (2^-8 relative) of log-probs of order 1
+            assert r["rollout/mismatch_logp_abs_max"] < tolerance[dtype]
             assert r["rollout/mismatch_ratio_outside_frac"] == 0.0
-            assert r["rollout/tis_weight_mean"] == pytest.approx(1.0, abs=1e-2)
+            assert r["rollout/tis_weight_mean"] == pytest.approx(1.0, abs=tolerance[dtype])
     print(
         "\n[mismatch, HF engine] max |d| fp32 "
         f"{max(r['rollout/mismatch_logp_abs_max'] for r in rows['float32']):.2e}, bf16 "
