@@ -28,26 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# Public config.json values of the presets' models (for a random-weight stand-in of the same shapes).
+from rlvr_scaling.stand_in import SHAPES  # noqa: E402
+
+# Public config.json values of the presets' models (for a random-weight stand-in of the same shapes):
+# the library's stand-in shapes, and the larger presets that only this benchmark builds.
 ARCH = {
-    "qwen2.5_0.5b": dict(
-        hidden_size=896,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        intermediate_size=4864,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "qwen2.5_1.5b": dict(
-        hidden_size=1536,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        intermediate_size=8960,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
+    **{name: shape for name, shape in SHAPES.items() if name != "tiny"},
     "qwen2.5_3b": dict(
         hidden_size=2048,
         num_hidden_layers=36,
