@@ -48,6 +48,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from .load import RunRecord
+
 
 @dataclass(frozen=True)
 class SyntheticSpec:
@@ -165,6 +167,24 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
             noise_seed = int(rng.integers(2**31))
             runs.append(_one_run(spec, size, seed, rt0 / kappas[0], rf, kappas, noise_seed))
     return runs
+
+
+def records(*specs: SyntheticSpec) -> list[RunRecord]:
+    """The simulated runs of ``specs`` as the loader's records, in memory: what reading their run
+    directories would give, without writing them."""
+    return [
+        RunRecord(
+            run=r.config["run"]["name"],
+            path="",
+            source="dir",
+            config=r.config,
+            rows=r.rows,
+            status=r.status,
+            summary=r.summary,
+        )
+        for spec in specs
+        for r in simulate(spec)
+    ]
 
 
 def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:

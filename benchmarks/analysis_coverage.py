@@ -33,9 +33,8 @@ import numpy as np
 
 import analysis.fit as fit_module
 from analysis.clocks import ClockOptions, build_tables
-from analysis.load import RunRecord
 from analysis.report import fit_conditions
-from analysis.synthetic import SyntheticSpec, simulate
+from analysis.synthetic import SyntheticSpec, records
 
 BASE = SyntheticSpec(
     sizes=(32, 64, 128, 256, 512),
@@ -53,21 +52,6 @@ BASE = SyntheticSpec(
 )
 SCENARIOS = {f"rho={rho:+.1f}": replace(BASE, rho=rho) for rho in (0.0, 0.7, -0.7)}
 ESTIMATORS = ("interval", "exact", "never", "at_failure", "joint", "envelope")
-
-
-def records(spec: SyntheticSpec) -> list[RunRecord]:
-    return [
-        RunRecord(
-            run=f"{r.config['run']['name']}",
-            path="",
-            source="dir",
-            config=r.config,
-            rows=r.rows,
-            status=r.status,
-            summary=r.summary,
-        )
-        for r in simulate(spec)
-    ]
 
 
 def one_draw(spec: SyntheticSpec, n_boot: int, seed: int) -> dict[str, dict[str, tuple[float, float, float]]]:

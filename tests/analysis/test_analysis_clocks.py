@@ -6,24 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from clock_rows import clocks
 
 from analysis.clocks import ClockOptions, build_tables
 from analysis.load import load_source
 from analysis.synthetic import SyntheticSpec, make_config, simulate, write_sweep
 
 B = 64
-
-
-def _clocks(responses: int) -> dict:
-    return {
-        "rollout": responses // B,
-        "responses": responses,
-        "tokens": responses * 10,
-        "optimizer_steps": responses // B * 8,
-        "wall_seconds": responses / 100,
-        "flops": responses * 1e6,
-        "eval_responses": 0,
-    }
 
 
 def _write(root: Path, name: str, accuracies: list[float], state="completed", failure=None, summary=None):
@@ -38,10 +27,10 @@ def _write(root: Path, name: str, accuracies: list[float], state="completed", fa
     rows = []
     for i, acc in enumerate(accuracies):
         if i:
-            rows.append({**_clocks(512 * i), "train/reward_mean": acc})
-        rows.append({**_clocks(512 * i), "eval/accuracy": acc})
+            rows.append({**clocks(512 * i), "train/reward_mean": acc})
+        rows.append({**clocks(512 * i), "eval/accuracy": acc})
     if failure is not None:
-        rows.append({**_clocks(failure), "train/reward_mean": 0.0})
+        rows.append({**clocks(failure), "train/reward_mean": 0.0})
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     fail = (
         None

@@ -10,24 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from clock_rows import clocks
 
 from analysis.clocks import ClockOptions, build_tables, noise_summary
 from analysis.load import load_source
 from analysis.synthetic import SyntheticSpec, make_config
 
 B = 64
-
-
-def _clk(responses: int) -> dict:
-    return {
-        "rollout": responses // B,
-        "responses": responses,
-        "tokens": responses * 10,
-        "optimizer_steps": responses // B * 8,
-        "wall_seconds": responses / 100,
-        "flops": responses * 1e6,
-        "eval_responses": 0,
-    }
 
 
 def _run(root: Path, name: str, accuracies, failure=None, onset=None, extra_train=None):
@@ -39,10 +28,10 @@ def _run(root: Path, name: str, accuracies, failure=None, onset=None, extra_trai
     rows = []
     for i, acc in enumerate(accuracies):
         if i:
-            rows.append({**_clk(512 * i), "train/reward_mean": acc, **(extra_train or {})})
-        rows.append({**_clk(512 * i), "eval/accuracy": acc, "eval/responses": 256})
+            rows.append({**clocks(512 * i), "train/reward_mean": acc, **(extra_train or {})})
+        rows.append({**clocks(512 * i), "eval/accuracy": acc, "eval/responses": 256})
     if failure is not None:
-        rows.append({**_clk(failure), "train/reward_mean": 0.0})
+        rows.append({**clocks(failure), "train/reward_mean": 0.0})
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     fail = None
     if failure is not None:

@@ -9,8 +9,7 @@ import pytest
 from analysis.clocks import build_tables
 from analysis.competing import competing_events, incidence_tables
 from analysis.fit import aalen_johansen
-from analysis.load import RunRecord
-from analysis.synthetic import SyntheticSpec, simulate
+from analysis.synthetic import SyntheticSpec, records
 
 
 def test_aalen_johansen_by_hand():
@@ -50,19 +49,7 @@ def test_aalen_johansen_matches_lifelines_when_installed():
 
 
 def _tables(spec):
-    recs = [
-        RunRecord(
-            run=r.config["run"]["name"],
-            path="",
-            source="dir",
-            config=r.config,
-            rows=r.rows,
-            status=r.status,
-            summary=r.summary,
-        )
-        for r in simulate(spec)
-    ]
-    return build_tables(recs)
+    return build_tables(records(spec))
 
 
 def test_events_and_incidence_from_runs():

@@ -12,30 +12,12 @@ from analysis.clocks import build_tables
 from analysis.cross import common_exponent, common_exponent_table
 from analysis.fit import fit_power_law
 from analysis.gof import goodness_of_fit, residuals
-from analysis.load import RunRecord
 from analysis.markdown import source_messages
 from analysis.noise_scale import agreement, implied_exponent, noise_table
 from analysis.report import fit_conditions
 from analysis.sigmoid import _bounds, fit_batched, fit_point, sigmoid, sigmoid_table
-from analysis.synthetic import SyntheticSpec, simulate
-
-
-def _records(*specs):
-    out = []
-    for spec in specs:
-        for r in simulate(spec):
-            out.append(
-                RunRecord(
-                    run=r.config["run"]["name"],
-                    path="",
-                    source="dir",
-                    config=r.config,
-                    rows=r.rows,
-                    status=r.status,
-                    summary=r.summary,
-                )
-            )
-    return out
+from analysis.synthetic import SyntheticSpec
+from analysis.synthetic import records as _records
 
 
 def test_noise_scale_recovered_and_implied_exponent():

@@ -12,8 +12,7 @@ from scipy import stats
 
 from analysis.clocks import build_tables
 from analysis.joint import _nll, bvn_cdf, fit_joint
-from analysis.load import RunRecord
-from analysis.synthetic import SyntheticSpec, simulate
+from analysis.synthetic import SyntheticSpec, records
 
 
 @pytest.mark.parametrize("rho", [-0.8, -0.3, 0.0, 0.5, 0.9])
@@ -53,19 +52,7 @@ def test_likelihood_terms_against_scipy():
 
 
 def _tables(spec):
-    recs = [
-        RunRecord(
-            run=r.config["run"]["name"],
-            path="",
-            source="dir",
-            config=r.config,
-            rows=r.rows,
-            status=r.status,
-            summary=r.summary,
-        )
-        for r in simulate(spec)
-    ]
-    return build_tables(recs).runs
+    return build_tables(records(spec)).runs
 
 
 def test_joint_fit_recovers_alpha_and_rho_under_correlation():
