@@ -62,6 +62,30 @@ def tiny_config(cache_dir, **overrides):
     return cfg
 
 
+def tiny_cli(cache_dir, prompts: int | None = 4) -> list[str]:
+    """``rlvr-train`` overrides for the tiny model and task, for tests that launch real processes;
+    ``prompts=None`` leaves rollout.prompts_per_rollout to a sweep file."""
+    return [
+        "model=tiny",
+        *([f"rollout.prompts_per_rollout={prompts}"] if prompts else []),
+        "rollout.group_size=4",
+        "optim.steps_per_rollout=2",
+        "rollout.max_new_tokens=4",
+        "task.train_size=500",
+        "task.val_size=16",
+        "eval.schedule=linear",
+        "eval.samples=0",
+        "eval.every_responses=64",
+        "eval.targets=[0.05,0.9]",
+        "lr.ref_lr=1e-3",
+        "lr.ref_responses=16",
+        "failure=none",
+        "run.threads=1",
+        "run.progress=false",
+        f"run.cache_dir={cache_dir}",
+    ]
+
+
 @pytest.fixture
 def varied_rewards(monkeypatch):
     """Score responses by a rule every completion can meet or miss (an even number of characters), so

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from rlvr_scaling.rundir import LOCK_FILE, RunDirLock, RunDirLocked, read_holder
+from tests.conftest import tiny_cli
 
 TRAIN = [sys.executable, "-m", "rlvr_scaling.cli.train"]
 SLURM_ENV = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT")
@@ -152,26 +153,7 @@ def test_an_ended_run_is_skipped_without_the_lock(cache_dir, tmp_path):
 
 # ------------------------------------------------------------------------------ real rlvr-train processes
 def tiny(cache_dir: Path) -> list[str]:
-    return [
-        "model=tiny",
-        "rollout.prompts_per_rollout=4",
-        "rollout.group_size=4",
-        "optim.steps_per_rollout=2",
-        "rollout.max_new_tokens=4",
-        "task.train_size=500",
-        "task.val_size=16",
-        "eval.schedule=linear",
-        "eval.samples=0",
-        "eval.every_responses=64",
-        "eval.targets=[0.05,0.9]",
-        "lr.ref_lr=1e-3",
-        "lr.ref_responses=16",
-        "failure=none",
-        "run.threads=1",
-        "run.progress=false",
-        "run.checkpoint_every_rollouts=4",
-        f"run.cache_dir={cache_dir}",
-    ]
+    return [*tiny_cli(cache_dir), "run.checkpoint_every_rollouts=4"]
 
 
 def _env() -> dict[str, str]:

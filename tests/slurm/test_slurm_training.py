@@ -17,31 +17,15 @@ from pathlib import Path
 import pytest
 from slurm_utils import requeue_and_release, restarts, squeue_jobs, wait_for
 
+from tests.conftest import tiny_cli
+
 pytestmark = [pytest.mark.slurm]
 TRAIN = [sys.executable, "-m", "rlvr_scaling.cli.train"]
 
 
 def tiny(cache_dir: Path, prompts: int | None = 4) -> list[str]:
     """The tiny model and task; ``prompts=None`` leaves rollout.prompts_per_rollout to the sweep."""
-    return [
-        "model=tiny",
-        *([f"rollout.prompts_per_rollout={prompts}"] if prompts else []),
-        "rollout.group_size=4",
-        "optim.steps_per_rollout=2",
-        "rollout.max_new_tokens=4",
-        "task.train_size=500",
-        "task.val_size=16",
-        "eval.schedule=linear",
-        "eval.samples=0",
-        "eval.every_responses=64",
-        "eval.targets=[0.05,0.9]",
-        "lr.ref_lr=1e-3",
-        "lr.ref_responses=16",
-        "failure=none",
-        "run.threads=1",
-        "run.progress=false",
-        f"run.cache_dir={cache_dir}",
-    ]
+    return tiny_cli(cache_dir, prompts)
 
 
 def _rows(run_dir: Path) -> list[dict]:
