@@ -86,6 +86,28 @@ def tiny_cli(cache_dir, prompts: int | None = 4) -> list[str]:
     ]
 
 
+def build_warm_cache(overrides: list[str], out, env: dict[str, str]) -> None:
+    """Run ``rlvr-train`` once for 16 responses with ``overrides`` (the tiny model and its
+    ``run.cache_dir``), so that the processes a test launches afterwards only load the warm start."""
+    import subprocess
+    import sys
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlvr_scaling.cli.train",
+            *overrides,
+            "train.max_responses=16",
+            f"hydra.run.dir={out}",
+        ],
+        check=True,
+        env=env,
+        timeout=300,
+        capture_output=True,
+    )
+
+
 @pytest.fixture
 def varied_rewards(monkeypatch):
     """Score responses by a rule every completion can meet or miss (an even number of characters), so

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rlvr_scaling.rundir import LOCK_FILE, RunDirLock, RunDirLocked, read_holder
-from tests.conftest import tiny_cli
+from tests.conftest import build_warm_cache, tiny_cli
 
 TRAIN = [sys.executable, "-m", "rlvr_scaling.cli.train"]
 SLURM_ENV = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_RESTART_COUNT")
@@ -197,13 +197,7 @@ def warm_cache(tmp_path_factory) -> Path:
     """The tiny warm-started model, built once so every process below only loads it."""
     cache = tmp_path_factory.mktemp("lock_cache")
     out = tmp_path_factory.mktemp("warm")
-    subprocess.run(
-        [*TRAIN, *tiny(cache), "train.max_responses=16", f"hydra.run.dir={out}"],
-        check=True,
-        env=_env(),
-        timeout=300,
-        capture_output=True,
-    )
+    build_warm_cache(tiny(cache), out, _env())
     return cache
 
 

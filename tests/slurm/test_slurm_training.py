@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from slurm_utils import requeue_and_release, restarts, squeue_jobs, wait_for
 
-from tests.conftest import tiny_cli
+from tests.conftest import build_warm_cache, tiny_cli
 
 pytestmark = [pytest.mark.slurm]
 TRAIN = [sys.executable, "-m", "rlvr_scaling.cli.train"]
@@ -73,13 +73,7 @@ def warm_cache(tmp_path_factory):
     """Build the tiny warm-started model once, outside SLURM, so jobs only load it."""
     cache = tmp_path_factory.mktemp("slurm_cache")
     out = tmp_path_factory.mktemp("warm")
-    subprocess.run(
-        [*TRAIN, *tiny(cache), "train.max_responses=16", f"hydra.run.dir={out}"],
-        check=True,
-        env=_env(),
-        timeout=300,
-        capture_output=True,
-    )
+    build_warm_cache(tiny(cache), out, _env())
     return cache
 
 
