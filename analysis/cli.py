@@ -17,7 +17,9 @@ evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 import time
 from pathlib import Path
 
@@ -70,7 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resolution-frac", type=float, default=0.125, help="flag R_T when spacing or B > frac*R_T"
     )
-    p.add_argument("--include-incomplete", action="store_true", help="fit running/preempted runs as censored")
+    incomplete = p.add_mutually_exclusive_group()
+    incomplete.add_argument(
+        "--drop-incomplete",
+        action="store_true",
+        help="leave running/preempted runs out of the fits (default: right-censored at their last evaluation)",
+    )
+    incomplete.add_argument(
+        "--include-incomplete", action="store_true", help="(the default) fit incomplete runs as censored"
+    )
     p.add_argument(
         "--condition-keys", nargs="+", default=None, metavar="KEY", help="keys defining a condition"
     )
@@ -134,7 +144,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         crossing="exact" if args.exact_crossings else "isotonic" if args.isotonic else "interval",
         failure_time=args.failure_time,
         resolution_frac=args.resolution_frac,
-        include_incomplete=args.include_incomplete,
+        include_incomplete=not args.drop_incomplete,
         condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
         ignore_keys=tuple(args.ignore_keys),
     )
@@ -199,6 +209,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             }
             for r in cond.itertuples()
         }
+        figure_warnings: list[str] = []
         plots = plot_all(
             out,
             tables,
@@ -208,7 +219,11 @@ def run(args: argparse.Namespace, api=None) -> int:
             exponents=exponents,
             extra={"noise": predictions, "sigmoid": sig},
             dpi=args.dpi,
+            warnings=figure_warnings,
         )
+        messages = messages + figure_warnings
+        for w in figure_warnings:
+            print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
     options = {
         "clock": args.clock,
         "n_boot": args.bootstrap,
@@ -231,6 +246,13 @@ def run(args: argparse.Namespace, api=None) -> int:
 
     header, rows = exponent_table(exponents, tables.varying_keys)
     print(plain_table(header, rows))
+    degenerate = exponents[exponents["degenerate"].fillna("").astype(str).str.len() > 0]
+    for r in degenerate.itertuples():  # printed even with --quiet: the interval is not the bootstrap's
+        print(
+            f"rlvr-analyze: warning: {r.condition} {r.clock}: {r.degenerate}; interval widened to "
+            f"[{r.ci_low:.3g}, {r.ci_high:.3g}] ({r.ci_method})",
+            file=sys.stderr,
+        )
     if not args.quiet:
         for m in messages:
             print(f"note: {m}")
@@ -257,7 +279,13 @@ def run(args: argparse.Namespace, api=None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run(args)
+    with warnings.catch_warnings():
+        # third-party deprecation and performance notices are not the user's business in a normal run
+        # (the analysis's own warnings are printed lines, not Python warnings); RLVR_ANALYZE_WARNINGS=1
+        # shows them
+        if not os.environ.get("RLVR_ANALYZE_WARNINGS"):
+            warnings.simplefilter("ignore")
+        return run(args)
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ class ClockOptions:
     crossing: str = "interval"  # interval | exact | interpolate | isotonic (see the module docstring)
     failure_time: str = "onset"  # onset | detection: which failure time the failure clock uses
     resolution_frac: float = 0.125  # spacing or B above this fraction of R_T flags the point
-    include_incomplete: bool = False  # fit running/preempted/unknown runs as censored at last clock
+    include_incomplete: bool = True  # fit running/preempted/unknown runs as censored at last clock
     condition_keys: tuple[str, ...] | None = None  # None: every key but DEFAULT_IGNORED_KEYS
     ignore_keys: tuple[str, ...] = ()  # extra keys (or parents, or globs) left out of the condition
 
@@ -285,18 +285,29 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
     else:
         censored_f, at = True, float(last["responses"])
     value_f = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
+    # the onset is known only to an interval (the detector's smoothing window and the rollout): (lower, onset]
+    lower_f, limited_f = math.nan, False
+    if state == "failed" and opts.failure_time == "onset" and math.isfinite(onset):
+        lower_f = failure_lower(failure, detector, onset, float(size), config, resp)
+        limited_f = lower_f <= 0 or (onset - lower_f) > opts.resolution_frac * onset
+        if opts.clock != "responses":
+            lower_f = _clock_at(rows, lower_f, opts.clock) if lower_f > 0 else 0.0
+    # targets are observed while the run is at risk of reaching them: up to its failure time (the
+    # competing event), so a crossing seen after the onset counts as failed first, as in the incidence
+    observable = resp <= at if state == "failed" else np.ones(resp.shape, bool)
 
     # ---- targets: interval (lower, upper], censored with a cause, or met at step 0
     raw_hits = acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
     mode = opts.crossing_mode
-    hits = raw_hits
+    hits = raw_hits & observable[:, None]
     if mode == "isotonic":
-        hits = smoothed_accuracy(acc)[:, None] >= np.asarray(targets)[None, :]
+        hits = isotonic_hits(acc, observable, targets)
+    seen = np.flatnonzero(observable)
     for j, a in enumerate(targets):
         label = target_label(a)
         idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
         limited, value, censored, interpolated = False, float(clk[-1]), True, False
-        lower, cause = math.nan, ""
+        lower, cause, last_below = math.nan, "", math.nan
         if idx >= 0:
             censored, value = False, float(clk[idx])
             if resp[idx] <= 0:
@@ -319,8 +330,12 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
                     interpolated = True
         else:
             cause = "failure" if state == "failed" else "incomplete" if incomplete else "budget"
+            last_below = float(clk[seen[-1]]) if seen.size else math.nan
+            if state == "failed":
+                value = value_f  # censored at the failure time: no longer at risk of reaching it
         out[label] = value
         out[f"{label}:lower"] = lower
+        out[f"{label}:last_below"] = last_below
         out[f"{label}:censored"] = censored
         out[f"{label}:censored_by"] = cause
         out[f"{label}:resolution_limited"] = limited
@@ -330,10 +345,7 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
             rep_resp, rep_reached = reported.get("responses"), reported.get("reached")
             raw = int(np.argmax(raw_hits[:, j])) if raw_hits[:, j].any() else -1
             ours = None if raw < 0 else float(resp[raw])
-            if mode == "isotonic":
-                censored_raw = raw < 0
-            else:
-                censored_raw = censored
+            censored_raw = raw < 0  # the trainer times the first evaluation at or above a, on any row
             if bool(rep_reached) != (not censored_raw) or (
                 ours is not None and (not is_number(rep_resp) or float(rep_resp) != ours)
             ):
@@ -360,6 +372,8 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
             mismatch = True
             notes.append(f"summary.json failure onset: {rep_onset}, status.json {onset:g}")
     out["failure"] = value_f
+    out["failure:lower"] = lower_f
+    out["failure:resolution_limited"] = limited_f
     out["failure:censored"] = censored_f
     out["failure:detector"] = detector
     out["failure:detection"] = (
@@ -383,6 +397,48 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
     for name in extra:
         eval_cols[name] = _column_of(evals, name)
     return out, eval_cols
+
+
+def failure_lower(failure, detector, onset: float, size: float, config: dict, eval_responses) -> float:
+    """The earliest ``responses`` at which a failure whose onset row is at ``onset`` can have begun.
+
+    ``status.json["failure"]["onset_lower_responses"]`` when the trainer wrote it (the detector knows
+    its own definition); otherwise from the detector's definition: for ``accuracy_collapse`` (an
+    evaluation-based condition) the evaluation before the onset; for a windowed training detector the
+    onset minus its rollout and its smoothing window (``failure.<detector>.window_responses``): the
+    smoothed statistic of the onset row includes data from that far back. Floored at 0
+    (left-censored: the failure began within the first rollouts).
+    """
+    reported = failure.get("onset_lower_responses") if isinstance(failure, dict) else None
+    if is_number(reported):
+        return float(min(max(float(reported), 0.0), onset))
+    if detector == "accuracy_collapse":
+        before = np.asarray(eval_responses, float)
+        before = before[before < onset]
+        return float(before[-1]) if before.size else 0.0
+    window = get_path(config, f"failure.{detector}.window_responses") if detector else None
+    window = float(window) if is_number(window) and window > 0 else 0.0
+    return max(0.0, onset - size - window)
+
+
+def isotonic_hits(acc: np.ndarray, observable: np.ndarray, targets) -> np.ndarray:
+    """``[n_evals, n_targets]``: evaluations whose isotonic-smoothed accuracy reaches each target.
+
+    The curve is smoothed only over the stretch where it is meant to rise: the evaluations the run was
+    observed at risk (up to its failure time) and, within them, up to the last evaluation at the peak
+    accuracy. A later decline (a collapse, or drift after the peak) is not pooled into the rise, so it
+    cannot pull the smoothed curve below a target the run did cross.
+    """
+    hits = np.zeros((acc.size, len(targets)), bool)
+    idx = np.flatnonzero(observable & np.isfinite(acc))
+    if idx.size == 0:
+        return hits
+    peak = idx[np.flatnonzero(acc[idx] == acc[idx].max())[-1]]
+    part = np.arange(peak + 1)
+    part = part[observable[part]]
+    smooth = smoothed_accuracy(acc[part])
+    hits[part] = smooth[:, None] >= np.asarray(targets)[None, :]
+    return hits
 
 
 def smoothed_accuracy(acc: np.ndarray) -> np.ndarray:
@@ -487,8 +543,12 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
         return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages, opts)
     runs.insert(1, "condition", [labels[c] for c in canon])
     reserved = set(runs.columns)
-    for k in keys:
-        runs[f"config.{k}" if k in reserved else k] = _column([flat.get(k) for flat in flats])
+    # one frame of config columns joined at once (column-by-column inserts fragment the frame)
+    config_columns = pd.DataFrame(
+        {f"config.{k}" if k in reserved else k: _column([flat.get(k) for flat in flats]) for k in keys},
+        index=runs.index,
+    )
+    runs = pd.concat([runs, config_columns], axis=1)
     sizes = runs.groupby("condition")["B"].nunique()
     if len(sizes) > 1 and (sizes == 1).all():
         messages.append(
@@ -497,19 +557,18 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
         )
 
     n_evals = [len(ev["responses"]) for ev in eval_parts]
-    evals = pd.DataFrame(
-        {
-            "run": np.repeat(runs["run"].to_numpy(dtype=object), n_evals),
-            "condition": np.repeat(runs["condition"].to_numpy(dtype=object), n_evals),
-            "B": np.repeat(runs["B"].to_numpy(), n_evals),
-            "seed": np.repeat(runs["seed"].to_numpy(dtype=object), n_evals),
-        }
-    )
+    columns: dict[str, Any] = {
+        "run": np.repeat(runs["run"].to_numpy(dtype=object), n_evals),
+        "condition": np.repeat(runs["condition"].to_numpy(dtype=object), n_evals),
+        "B": np.repeat(runs["B"].to_numpy(), n_evals),
+        "seed": np.repeat(runs["seed"].to_numpy(dtype=object), n_evals),
+    }
     eval_keys = sorted({k for ev in eval_parts for k in ev}, key=lambda k: (k.startswith("eval/"), k))
     for k in eval_keys:
-        evals[k] = np.concatenate(
+        columns[k] = np.concatenate(
             [np.asarray(ev.get(k, [math.nan] * n), float) for ev, n in zip(eval_parts, n_evals)]
         )
+    evals = pd.DataFrame(columns)
     if "eval/responses" in evals.columns:
         # binomial standard error of a (mean pass@1) accuracy over eval/responses scored responses
         p, n = evals["eval/accuracy"].to_numpy(float), evals["eval/responses"].to_numpy(float)

@@ -117,11 +117,42 @@ def series_by_key(exponents: pd.DataFrame, key: str, varying: list[str]) -> list
     out = []
     groups = exponents.groupby(others, dropna=False, sort=True) if others else [((), exponents)]
     as_number = numeric(exponents[key])  # one axis type for every series of the figure
+    positions = {label: i for i, label in enumerate(key_categories(exponents[key]))}
     for values, group in groups:
         values = values if isinstance(values, tuple) else (values,)
         if as_number:
             group = group.assign(_x=group[key].astype(float)).sort_values("_x")
         else:
-            group = group.assign(_x=group[key].astype(str)).sort_values("_x")
+            # categories (text, null, or numbers mixed with either) at fixed positions 0, 1, ...: one
+            # numeric axis for every series, labelled with key_categories
+            group = group.assign(_x=[float(positions[category_label(v)]) for v in group[key]])
+            group = group.sort_values("_x")
         out.append((dict(zip(others, values)), group))
     return out
+
+
+def category_label(value) -> str:
+    """The axis label of a condition value: numbers as %g, None/NaN as ``null``, anything else as text."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "null"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:g}"
+    try:
+        return f"{float(value):g}" if str(value).strip().lower() not in ("nan", "none") else "null"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def key_categories(values) -> list[str]:
+    """Distinct labels of a key's values in axis order: numbers ascending, then text, then null."""
+    labels = {category_label(v) for v in values}
+
+    def order(label: str):
+        if label == "null":
+            return (2, 0.0, label)
+        try:
+            return (0, float(label), label)
+        except ValueError:
+            return (1, 0.0, label)
+
+    return sorted(labels, key=order)

@@ -82,6 +82,9 @@ class FitResult:
     ci_method: str = "bootstrap"
     wald_low: float = np.nan
     wald_high: float = np.nan
+    profile_low: float = np.nan  # profile-likelihood interval (see profile_interval)
+    profile_high: float = np.nan
+    degenerate: str = ""  # why the bootstrap alone was not trusted ("" when it was)
     loglik: float = np.nan  # maximised log-likelihood (log-space times)
     n_runs: int = 0
     n_censored: int = 0  # right-censored
@@ -259,6 +262,7 @@ def interval_mle(
     theta[~ok] = np.nan
     active = np.flatnonzero(ok)
     converged = np.zeros(M, bool)
+    stalled = np.zeros(M, bool)  # stopped because no step ascended while the decrement was not small
     for _ in range(max_iter):
         if active.size == 0:
             break
@@ -293,8 +297,9 @@ def interval_mle(
             if pending.size == 0:
                 break
             scale[pending] *= 0.5
-        new[pending] = th[pending]  # no ascent possible: at the optimum up to rounding
+        new[pending] = th[pending]  # no ascent possible: at the optimum up to rounding ...
         converged[active[pending]] = True
+        stalled[active[pending]] = True  # ... or on a ridge running off to sigma -> 0 (a stalled search)
         theta[active] = new
         huge = np.abs(new).max(1) > 1e8
         ok[active[huge]] = False
@@ -304,7 +309,15 @@ def interval_mle(
     t = theta[:, p]
     beta = theta[:, :p] / t[:, None] * ys
     beta[:, 0] += ym  # X's first column is the intercept's
-    out = {"beta": beta, "sigma": ys / t, "ok": ok, "theta": theta, "y_scale": ys, "y_mean": ym}
+    out = {
+        "beta": beta,
+        "sigma": ys / t,
+        "ok": ok,
+        "theta": theta,
+        "y_scale": ys,
+        "y_mean": ym,
+        "stalled": stalled & ok,
+    }
     loglik = np.full(M, np.nan)
     if ok.any():
         # log-likelihood of the unstandardised y: each density term gains -log(ys)
@@ -392,6 +405,7 @@ def fit_power_law(
     level: float = 0.95,
     inflate: bool = True,
     weights: np.ndarray | None = None,
+    profile: bool = True,
 ) -> FitResult:
     """Fit ``values = c * sizes**alpha`` with right and interval censoring (module docstring).
 
@@ -399,6 +413,8 @@ def fit_power_law(
     ``lower`` is given). ``lower``: lower bounds of the observed times (NaN or equal: exact; ``<= 0``:
     left-censored). ``weights``: resampling counts ``[n_boot, n]`` to use instead of drawing them (so
     that several clocks of one condition share their resamples); columns of dropped rows are ignored.
+    ``profile``: also compute the profile-likelihood interval and use it where the bootstrap is
+    degenerate (:func:`_guard_degenerate`).
     """
     rng = np.random.default_rng(rng)
     B = np.asarray(sizes, float)
@@ -464,6 +480,13 @@ def fit_power_law(
         res.ci_low, res.ci_high = res.wald_low, res.wald_high
         if n_boot > 0:
             res.warnings.append("one run per B: bootstrap cannot vary, Wald interval reported")
+        if profile and _sigma_collapsed(res, lo, hi, bool(fit["stalled"][0])):
+            plow, phigh = profile_interval(x, lo, hi, res.exponent, res.loglik, level=level)
+            res.profile_low, res.profile_high = plow, phigh
+            res.se, res.wald_low, res.wald_high = np.nan, np.nan, np.nan
+            res.ci_low, res.ci_high, res.ci_method = plow, phigh, "profile"
+            res.degenerate = "the scatter σ collapsed: σ not identified"
+            res.warnings.append(f"{res.degenerate}; profile-likelihood interval reported")
         return res
     k = 1.0
     if inflate:
@@ -492,7 +515,137 @@ def fit_power_law(
     res.boot_slopes = slopes
     q = np.quantile(slopes, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     res.ci_low, res.ci_high = float(q[0]), float(q[1])
+    if profile:
+        _guard_degenerate(res, x, lo, hi, B, uniq, fit, level)
     return res
+
+
+def _sigma_collapsed(res: FitResult, lo: np.ndarray, hi: np.ndarray, stalled: bool) -> bool:
+    """The scatter is not identified: the line search stalled, or sigma fell far below the width of the
+    crossing intervals (every interval holds the line, so the likelihood rises as sigma -> 0)."""
+    finite = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+    width = float(np.median(hi[finite] - lo[finite])) if finite.any() else np.nan
+    return bool(stalled or (np.isfinite(width) and res.sigma < 0.05 * width))
+
+
+def _guard_degenerate(res, x, lo, hi, B, uniq, fit, level) -> None:
+    """Replace a bootstrap interval that cannot be trusted by its union with the profile-likelihood one.
+
+    The within-size bootstrap treats each run's (lo, hi] as a type: when all runs of a size share one
+    evaluation interval (quantised crossings), resampling them changes nothing, so the percentile
+    interval shrinks towards [alpha, alpha] although the crossings' positions inside their intervals
+    are unknown; when the intervals also lie on a line the MLE of sigma runs to 0, the observed
+    information is near singular and the Wald interval explodes. Three signals: (i) no within-size
+    spread at any size, (ii) sigma collapsed or the line search stalled, (iii) a bootstrap interval
+    less than half as wide as the profile-likelihood interval. The profile interval handles all three
+    (at sigma -> 0 its likelihood is flat over every line that passes through all intervals).
+    """
+    rows = np.column_stack([lo, hi])
+    spread = [np.unique(rows[B == b], axis=0).shape[0] > 1 for b in uniq]
+    collapsed = _sigma_collapsed(res, lo, hi, bool(fit["stalled"][0]))
+    plow, phigh = profile_interval(x, lo, hi, res.exponent, res.loglik, level=level)
+    res.profile_low, res.profile_high = plow, phigh
+    boot_width = res.ci_high - res.ci_low
+    prof_width = phigh - plow
+    wald_width = res.wald_high - res.wald_low
+    if np.isfinite(prof_width) and prof_width > 0 and not wald_width <= 10 * prof_width:
+        collapsed = True  # the observed information is near singular (sigma on its way to 0)
+    reasons = []
+    if collapsed:
+        reasons.append("the scatter σ collapsed (every crossing interval holds one line): σ not identified")
+    if not any(spread):
+        reasons.append("no within-size spread (every run of a size crossed in the same evaluation interval)")
+    elif np.isfinite(prof_width) and np.isfinite(boot_width) and boot_width < 0.5 * prof_width:
+        reasons.append(
+            f"bootstrap interval {boot_width:.3g} wide, under half the profile-likelihood one ({prof_width:.3g})"
+        )
+    if not reasons:
+        return
+    res.degenerate = "; ".join(reasons)
+    if collapsed:
+        res.se = np.nan  # the observed information is near singular: the Wald interval means nothing
+        res.wald_low = res.wald_high = np.nan
+    res.ci_low = float(np.nanmin([res.ci_low, plow]))
+    res.ci_high = float(np.nanmax([res.ci_high, phigh]))
+    res.ci_method = "bootstrap+profile" if res.ci_method == "bootstrap" else f"{res.ci_method}+profile"
+    res.warnings.append(
+        f"bootstrap degenerate ({res.degenerate}): interval widened to the profile likelihood "
+        f"[{plow:.3g}, {phigh:.3g}]"
+    )
+
+
+def profile_loglik(x, lo, hi, slopes) -> np.ndarray:
+    """Profile log-likelihood of the slope: ``max over (log c, sigma)`` of the censored log-normal
+    likelihood of ``log R = log c + slope * x + sigma eps`` at each of ``slopes``.
+
+    Where the maximum is at ``sigma -> 0`` (every interval holds a line of that slope and there is no
+    exact time) the supremum, 0, is returned; NaN where the fit failed otherwise.
+    """
+    x, lo, hi = (np.asarray(v, float) for v in (x, lo, hi))
+    slopes = np.asarray(slopes, float)
+    n = x.size
+    out = np.full(slopes.size, np.nan)
+    chunk = max(1, 2000 // max(n, 1))
+    exact = lo == hi
+    for start in range(0, slopes.size, chunk):
+        s = slopes[start : start + chunk]
+        g = s.size
+        with np.errstate(invalid="ignore"):
+            LO = (lo[None, :] - s[:, None] * x[None, :]).ravel()
+            HI = (hi[None, :] - s[:, None] * x[None, :]).ravel()
+        W = np.kron(np.eye(g), np.ones((1, n)))
+        fit = interval_mle(np.ones((g * n, 1)), LO, HI, W)
+        ll = fit["loglik"]
+        bad = ~fit["ok"]
+        if bad.any() and not exact.any():
+            LOg, HIg = LO.reshape(g, n), HI.reshape(g, n)
+            feasible = np.max(LOg, 1) < np.min(HIg, 1)  # some intercept puts every time in its interval
+            ll = np.where(bad & feasible, 0.0, ll)
+        out[start : start + g] = ll
+    return out
+
+
+def profile_interval(x, lo, hi, slope, loglik, level: float = 0.95) -> tuple[float, float]:
+    """Profile-likelihood interval of the slope: ``{s : 2 (l_max - l_p(s)) <= F_{1, N-2}(level)}``.
+
+    ``l_p`` is :func:`profile_loglik`; the reference distribution is F(1, N - 2) = t_{N-2}^2 rather
+    than chi^2_1 (the likelihood-ratio statistic of a Gaussian regression slope is exactly a monotone
+    function of an F(1, N - 2) statistic; we use its small-sample quantile for the censored model too).
+    The slope grid starts at the estimate and widens geometrically to +-32 on each side, then refines
+    around the crossing; an interval that does not close within +-32 is infinite on that side.
+    """
+    x, lo, hi = (np.asarray(v, float) for v in (x, lo, hi))
+    df = x.size - 2
+    if df < 1 or not np.isfinite(slope):
+        return -np.inf, np.inf
+    crit = float(stdtrit(df, 0.5 + level / 2)) ** 2
+    steps = np.concatenate([[0.0], np.geomspace(0.002, 32.0, 60)])
+    grid = np.concatenate([slope - steps[:0:-1], slope + steps])
+    ll = profile_loglik(x, lo, hi, grid)
+    top = np.nanmax(np.concatenate([ll, [loglik]])) if np.isfinite(ll).any() else loglik
+    cut = top - 0.5 * crit
+    inside = np.where(np.isfinite(ll), ll >= cut, False)
+    centre = steps.size - 1
+    inside[centre] = True
+    bounds = []
+    for direction in (-1, 1):
+        i = centre
+        while 0 <= i + direction < grid.size and inside[i + direction]:
+            i += direction
+        if not 0 <= i + direction < grid.size:
+            bounds.append(direction * np.inf)
+            continue
+        a, b = grid[i], grid[i + direction]  # a inside, b outside: refine between them
+        fine = np.linspace(a, b, 17)
+        fl = profile_loglik(x, lo, hi, fine)
+        fin = np.where(np.isfinite(fl), fl >= cut, False)
+        fin[0] = True
+        j = int(np.argmin(fin)) if not fin.all() else fin.size - 1
+        j = max(j, 1)
+        la, lb = fl[j - 1] if np.isfinite(fl[j - 1]) else cut, fl[j]
+        frac = (la - cut) / (la - lb) if np.isfinite(lb) and la > lb else 1.0
+        bounds.append(float(fine[j - 1] + np.clip(frac, 0.0, 1.0) * (fine[j] - fine[j - 1])))
+    return float(bounds[0]), float(bounds[1])
 
 
 def _unbounded_direction(x: np.ndarray, censored: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -530,6 +683,16 @@ def difference_interval(a: FitResult, b: FitResult, level: float = 0.95) -> tupl
     diff[unknown] = np.where(np.arange(unknown.sum()) % 2 == 0, np.inf, -np.inf)
     low, high = np.quantile(diff, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     p = float(min(1.0, 2 * min((diff <= 0).mean(), (diff >= 0).mean())))
+    if a.degenerate or b.degenerate:
+        # a degenerate bootstrap understates its own spread (FitResult.degenerate): widen the difference
+        # to its union with the normal interval built from each fit's reported (widened) interval
+        z = _Z975 if level == 0.95 else float(np.sqrt(2) * _erfinv(level))
+        half = [(f.ci_high - f.ci_low) / (2 * z) for f in (a, b)]
+        se = float(np.hypot(*half))
+        d = b.exponent - a.exponent
+        low, high = min(low, d - z * se), max(high, d + z * se)
+        if not np.isfinite(se):
+            low, high = -np.inf, np.inf
     return float(low), float(high), p, se
 
 

@@ -58,7 +58,7 @@ def exponent_table(exponents: pd.DataFrame, varying: list[str]) -> tuple[list[st
                 *([value_text(r[k]) for k in varying] if varying else [str(r["condition"])]),
                 r["clock"],
                 _f(r["exponent"]),
-                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" + (" (Wald)" if r["ci_method"] == "wald" else ""),
+                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" + _method_mark(r["ci_method"]),
                 f"[{_f(r['wald_low'])}, {_f(r['wald_high'])}]",
                 str(r["n_runs"]),
                 f"{r['n_censored']} ({r['n_censored_failure']}/{r['n_censored_budget']})",
@@ -67,6 +67,11 @@ def exponent_table(exponents: pd.DataFrame, varying: list[str]) -> tuple[list[st
             ]
         )
     return header, body
+
+
+def _method_mark(method) -> str:
+    """A mark after an interval that is not the plain bootstrap one."""
+    return {"wald": " (Wald)", "profile": " (profile)"}.get(method, " (widened†)" if "+" in str(method) else "")
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -129,7 +134,8 @@ def write_report(
         f"targets: {', '.join(f'{a:g}' for a in tables.targets)}.",
         "",
         f"- runs analysed: {len(runs)} (in fits: {int(runs['in_fit'].sum())}, "
-        f"incomplete: {int(runs['incomplete'].sum())}); skipped: {len(skipped)}",
+        f"incomplete: {int(runs['incomplete'].sum())}, of which in fits as right-censored: "
+        f"{int((runs['incomplete'] & runs['in_fit']).sum())}); skipped: {len(skipped)}",
         f"- conditions: {runs['condition'].nunique()} (keys that differ: "
         f"{', '.join(f'{symbol(k)} ({k})' for k in tables.varying_keys) or 'none'})",
         f"- resolution-limited target points: {n_limited}"
@@ -140,6 +146,13 @@ def write_report(
         )
         + f"; runs disagreeing with summary.json: {int(runs['summary_mismatch'].sum())}",
     ]
+    if "failure:resolution_limited" in runs:
+        failed = ~runs["failure:censored"].astype(bool)
+        lines.append(
+            f"- failures: {int(failed.sum())}; their onset is interval-censored (the detector's window and "
+            f"rollout before the onset row); resolution-limited failure times (interval over 1/8 of the "
+            f"onset, or within the first rollouts): {int((failed & runs['failure:resolution_limited']).sum())}"
+        )
     if crossing == "interpolate":
         lines.append("- responses-to-target **linearly interpolated** between evaluations (not the default)")
     if crossing == "exact":
@@ -156,11 +169,22 @@ def write_report(
         "interval-censored between evaluations, runs that never reach a target or never fail right-censored); "
         "95 % CI by bootstrap over seeds within each B. Censored runs are counted by cause: the run failed "
         "first / it ended (budget) without the event. The last column is **theory**, not a measurement: "
-        "the square-root rule's reference values (α → 0 noise-dominated, α → 0.5 curvature-dominated; "
-        "γ ≈ 0 when failure tracks Σ η²).",
+        "the square-root rule's reference values (α → 0 when gradient noise dominates; α → 0.5 when "
+        "curvature dominates and noise is negligible, the step growing as η ∝ √B while updates per response "
+        "fall as 1/B; γ ≈ 0 when failure tracks Σ η²).",
         "",
         markdown_table(header, body),
     ]
+    if "degenerate" in exponents:
+        degenerate = exponents[exponents["degenerate"].fillna("").astype(str).str.len() > 0]
+        if len(degenerate):
+            lines += ["", "### Intervals the bootstrap alone could not give", ""]
+            lines += [
+                f"- **warning** `{r.condition}` {r.clock}: {r.degenerate}; reported interval "
+                f"[{_f(r.ci_low)}, {_f(r.ci_high)}] = bootstrap ∪ profile likelihood "
+                f"[{_f(r.profile_low)}, {_f(r.profile_high)}] ({r.ci_method})"
+                for r in degenerate.itertuples()
+            ]
     unreached = exponents[exponents["sizes_unreached"].astype(str).str.len() > 0]
     if len(unreached):
         lines += ["", "### Sizes where no run reached the target", ""]
@@ -177,7 +201,8 @@ def write_report(
             "## Competing risks: sensitivity of α to runs that failed first",
             "",
             "The cause-specific fit (α) treats a run that failed before reaching the target as censored at its "
-            "last evaluation, which assumes failure and slow learning are independent. Bounds: **never** — "
+            "failure time (a crossing seen after the onset counts as failed first, as in the incidence below), "
+            "which assumes failure and slow learning are independent. Bounds: **never** — "
             "the failed runs would never have reached it (right-censored at the budget); **at failure** — they "
             "would have reached it right at their failure onset (interval between their last evaluation and "
             "the onset). The envelope of the three 95 % intervals is the sensitivity interval. The joint model "
@@ -420,9 +445,11 @@ def write_report(
         "",
         "A target crossing lies between the last evaluation below the target and the first at or above it and "
         "enters the likelihood as interval-censored (left-censored when it is the first evaluation after step 0); "
-        "runs that never reach it are right-censored at their last evaluation. Responses-to-failure is the clock "
-        "at the failure onset (or the detection, `--failure-time`); runs that never fail are right-censored at "
-        "their final clock. Both are recomputed from metrics.jsonl and checked against summary.json. The fit is "
+        "runs that never reach it are right-censored at their last evaluation, runs that failed first at their "
+        "failure time. Responses-to-failure is the clock at the failure onset, interval-censored between the "
+        "earliest time the detector's window allows and the onset row (or the detection, exact, with "
+        "`--failure-time detection`); runs that never fail are right-censored at their final clock, incomplete "
+        "runs too (`--drop-incomplete` leaves them out). Both are recomputed from metrics.jsonl and checked against summary.json. The fit is "
         "log R = log c + α log B + σ ε, ε ~ N(0,1) (log-normal accelerated failure time). Bootstrap replicates "
         "are inflated by the small-sample factors of `analysis/fit.py`; see `docs/analysis.md`.",
         "",

@@ -449,21 +449,29 @@ def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=N
 _STATE: tuple = ()  # (out, tables, fits, formats, extra, dpi, exponents) for forked workers
 
 
-def _plot_one(task: tuple[str, object]) -> list[str]:
+def _plot_one(task: tuple[str, object]) -> tuple[list[str], list[str]]:
+    """One figure task: ``(file names, warnings)``. A figure that cannot be drawn is skipped with a
+    warning naming it and the error; it never stops the other figures, the tables or the report."""
     out, tables, fits, formats, extra, dpi, exponents = _STATE
     kind, arg = task
-    if kind == "condition":
-        return plot_condition(out, arg, tables, fits, formats, extra, dpi)
-    from analysis.plots_cross import plot_cross
+    try:
+        if kind == "condition":
+            return plot_condition(out, arg, tables, fits, formats, extra, dpi), []
+        from analysis.plots_cross import plot_cross
 
-    return plot_cross(out, tables, exponents, fits, formats, extra["colours"], dpi, only=[task])
+        return plot_cross(out, tables, exponents, fits, formats, extra["colours"], dpi, only=[task]), []
+    except Exception as err:  # noqa: BLE001 - any failure of one figure is reported, never raised
+        plt.close("all")
+        what = f"{kind} {arg}" if arg is not None else kind
+        return [], [f"figure '{what}' skipped: {type(err).__name__}: {err}"]
 
 
 def plot_all(
-    out, tables, fits, formats=("png", "pdf"), jobs=1, exponents=None, extra=None, dpi=DPI
+    out, tables, fits, formats=("png", "pdf"), jobs=1, exponents=None, extra=None, dpi=DPI, warnings=None
 ) -> list[str]:
     """Every condition's figures and the cross-condition ones, as independent tasks spread over
-    ``jobs`` forked processes (the heaviest, the per-condition sets, first)."""
+    ``jobs`` forked processes (the heaviest, the per-condition sets, first). A figure that fails is
+    skipped; its warning is appended to ``warnings`` (a list) when given."""
     global _STATE
     extra = dict(extra or {})
     extra.setdefault("colours", condition_colours(condition_order(tables.runs, tables.varying_keys)))
@@ -477,4 +485,6 @@ def plot_all(
         per_task = fork_map(_plot_one, tasks, jobs)
     finally:
         _STATE = ()
-    return [name for names in per_task for name in names]
+    if warnings is not None:
+        warnings.extend(w for _, ws in per_task for w in ws)
+    return [name for names, _ in per_task for name in names]

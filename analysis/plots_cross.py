@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 from analysis.clocks import condition_slug, target_label  # noqa: E402
-from analysis.cross import numeric, series_by_key  # noqa: E402
+from analysis.cross import key_categories, numeric, series_by_key  # noqa: E402
 from analysis.plots import (  # noqa: E402
     _LINES,
     _MARKERS,
@@ -59,6 +59,7 @@ def plot_cross(
     with plt.rc_context(_STYLE):
         for key in [arg for kind, arg in tasks if kind == "key"]:
             paper = key == "lr.ref_lr"
+            as_number = numeric(exponents[key])  # the axis type, decided once for every series
             fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
             for ax, which in zip(axes, ("target", "failure")):
                 shown: list[float] = []
@@ -72,11 +73,11 @@ def plot_cross(
                             rows = rows[~(rows["n_censored_failure"] > 0.5 * rows["n_runs"])]
                         if rows.empty:
                             continue
-                        if numeric(rows["_x"]):
-                            shown += [float(v) for v in rows["_x"]]
-                        x = rows["_x"].to_numpy()
-                        if numeric(x) and which == "target":  # targets side by side, not on top of each other
-                            x = x.astype(float) * (1.06 ** (i - 0.5 * (len(tables.targets) - 1)))
+                        shown += [float(v) for v in rows["_x"]]
+                        x = rows["_x"].to_numpy(float)
+                        if which == "target":  # targets side by side, not on top of each other
+                            shift = i - 0.5 * (len(tables.targets) - 1)
+                            x = x * 1.06**shift if as_number else x + 0.06 * shift
                         y = rows["exponent"].to_numpy(float)
                         lo = rows["ci_low"].to_numpy(float)
                         hi = rows["ci_high"].to_numpy(float)
@@ -110,12 +111,16 @@ def plot_cross(
                     ax.set_ylabel("exponent α of responses to target")
                 else:
                     ax.set_ylabel("exponent γ of responses to failure")
-                if numeric(exponents[key]) and (exponents[key].astype(float) > 0).all():
+                if as_number and (exponents[key].astype(float) > 0).all():
                     ax.set_xscale("log")
                     vals = sorted(set(shown)) or sorted(set(exponents[key].astype(float)))
                     ax.xaxis.set_major_locator(FixedLocator(vals))
                     ax.xaxis.set_major_formatter(FuncFormatter(_sci))
                     ax.xaxis.set_minor_locator(NullLocator())
+                elif not as_number:
+                    labels = key_categories(exponents[key])
+                    ax.set_xticks(range(len(labels)), labels)
+                    ax.set_xlim(-0.5, len(labels) - 0.5)
                 ax.set_xlabel(f"{symbol(key, True)} ({key})")
                 ax.grid(True, alpha=0.25)
             for cond in conditions:

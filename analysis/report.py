@@ -8,8 +8,10 @@ exponent stand the **theory** reference values of the square-root learning-rate 
 
 * ``theory_noise_dominated`` = 0 and ``theory_curvature_dominated`` = 0.5 for target clocks: when
   gradient noise dominates, the square-root rule keeps progress per response constant in B (alpha -> 0);
-  when curvature dominates, the step cannot grow with sqrt(B) and each update buys progress of a
-  single step, so alpha -> 0.5;
+  when curvature dominates (noise negligible), the step grows as eta ∝ sqrt(B) while the number of
+  updates per response falls as 1/B, so progress per response falls as B**-0.5 and alpha -> 0.5. (A
+  step that could not grow at all would give alpha -> 1: each update would buy the progress of one
+  fixed step.)
 * ``theory`` for the failure clock: if failure tracks the accumulated ``sum eta^2`` over updates, then
   with ``K/B`` updates per response and ``eta ∝ B**p`` the sum after R responses is ``∝ R * B**(2p-1)``,
   so ``R_F ∝ B**(1-2p)``: gamma = 0 under the square-root rule (given for any power rule ``p``).
@@ -51,10 +53,14 @@ STAT_COLUMNS = [
     "sigma",
     "wald_low",
     "wald_high",
+    "profile_low",
+    "profile_high",
     "ci_method",
+    "degenerate",
     "inflation",
     "n_seeds_min",
     "n_resolution_limited",
+    "n_incomplete",
     "n_boot",
     "n_boot_failed",
     "exponent_never",
@@ -133,9 +139,11 @@ def _sensitivity_data(fitted: pd.DataFrame, clock: str, kind: str):
     if kind == "never":
         values[failed_first] = np.maximum(budget_on_clock(fitted)[failed_first], values[failed_first])
     else:
+        # (last evaluation while at risk, failure time]: the crossing would have come right at the failure
         at = fitted["failure"].to_numpy(float)
-        lower[failed_first] = values[failed_first]
-        values[failed_first] = np.maximum(at[failed_first], values[failed_first])
+        last = fitted[f"{clock}:last_below"].to_numpy(float) if f"{clock}:last_below" in fitted else values
+        lower[failed_first] = np.minimum(last[failed_first], at[failed_first])
+        values[failed_first] = at[failed_first]
         censored[failed_first] = False
     return values, censored, lower
 
@@ -202,7 +210,7 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
             continue  # a target these runs do not time (another condition's eval.targets)
         if is_target and not explicit and not declared and "declared_targets" in group:
             continue  # the runs time no target at all (eval.targets: [])
-        lower = fitted[f"{clock}:lower"] if is_target else None
+        lower = fitted[f"{clock}:lower"] if is_target or f"{clock}:lower" in fitted else None
         fit = fit_power_law(
             B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
         )
@@ -215,7 +223,10 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
                 )
         left_out = len(group) - len(fitted)
         if left_out:
-            fit.warnings.append(f"{left_out} incomplete run(s) left out (--include-incomplete)")
+            fit.warnings.append(f"{left_out} incomplete run(s) left out (--drop-incomplete)")
+        n_incomplete = int(fitted["incomplete"].sum()) if "incomplete" in fitted else 0
+        if n_incomplete:
+            fit.warnings.append(f"{n_incomplete} incomplete run(s) right-censored at their last evaluation")
         fits[(condition, clock)] = fit
         limited = by_failure = by_budget = 0
         sens = {}
@@ -236,8 +247,10 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
                 sens[kind] = other
         else:
             by_budget = int(fitted["failure:censored"].sum())
+            if "failure:resolution_limited" in fitted:
+                limited = int((~fitted["failure:censored"] & fitted["failure:resolution_limited"]).sum())
         gof = (
-            goodness_of_fit(B, fitted[clock], fitted[f"{clock}:censored"], lower if is_target else None)
+            goodness_of_fit(B, fitted[clock], fitted[f"{clock}:censored"], lower)
             if np.isfinite(fit.exponent)
             else GoodnessOfFit(note="exponent not identified")
         )
@@ -277,10 +290,14 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
             sigma=fit.sigma,
             wald_low=fit.wald_low,
             wald_high=fit.wald_high,
+            profile_low=fit.profile_low,
+            profile_high=fit.profile_high,
             ci_method=fit.ci_method,
+            degenerate=fit.degenerate,
             inflation=fit.inflation,
             n_seeds_min=fit.n_seeds_min,
             n_resolution_limited=limited,
+            n_incomplete=n_incomplete,
             n_boot=fit.n_boot,
             n_boot_failed=fit.n_boot_failed,
             exponent_never=sens["never"].exponent if sens else math.nan,

@@ -273,7 +273,9 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         hit = evals[idx]["responses"] if idx is not None else None
         targets[f"{a:g}"] = {"responses": hit, "reached": hit is not None}
         truth[f"target:{a:g}_true"] = scale * kappa
-        truth[f"target:{a:g}"] = (hit if hit is not None else evals[-1]["responses"], hit is None)
+        # a run that failed before reaching a is censored at its failure onset (the competing event)
+        censor_at = onset_at * size if failed else evals[-1]["responses"]
+        truth[f"target:{a:g}"] = (hit if hit is not None else censor_at, hit is None)
         truth[f"target:{a:g}:lower"] = evals[idx - 1]["responses"] if idx else (0 if idx == 0 else math.nan)
     onset = onset_at * size if failed else None
     truth["failure"] = (onset if failed else final, not failed)

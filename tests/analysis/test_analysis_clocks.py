@@ -58,9 +58,19 @@ def test_target_is_first_evaluation_at_or_above(tmp_path: Path):
 
 
 def test_unreached_target_is_censored_at_last_evaluation(tmp_path: Path):
-    _write(tmp_path, "r", [0.1, 0.2, 0.35, 0.4], state="failed", failure=1600)
+    _write(tmp_path, "r", [0.1, 0.2, 0.35, 0.4])
     run = _table(tmp_path).runs.iloc[0]
     assert run["target:0.5"] == 1536 and run["target:0.5:censored"]
+    assert run["target:0.5:censored_by"] == "budget" and run["target:0.5:last_below"] == 1536
+
+
+def test_failed_first_target_is_censored_at_the_failure_time(tmp_path: Path):
+    # the run stops being at risk of reaching the target when it fails (the competing event): censored
+    # there, as the cumulative incidence counts it, not at its last evaluation
+    _write(tmp_path, "r", [0.1, 0.2, 0.35, 0.4], state="failed", failure=1600)
+    run = _table(tmp_path).runs.iloc[0]
+    assert run["target:0.5"] == 1600 and run["target:0.5:censored"]
+    assert run["target:0.5:censored_by"] == "failure" and run["target:0.5:last_below"] == 1536
     assert run["failure"] == 1600 and not run["failure:censored"]
     assert run["failure:detector"] == "reward_collapse"
 

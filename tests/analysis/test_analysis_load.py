@@ -79,7 +79,7 @@ def test_corrupt_inputs_are_reported_and_the_rest_analysed(sweep: Path, rows_io)
     notes = df["notes"].to_dict()
     assert "last line" in notes[runs[0].name] and "truncated" in notes[runs[0].name]
     assert "status.json missing" in notes[runs[1].name]
-    assert df.loc[runs[1].name, "state"] == "unknown" and not df.loc[runs[1].name, "in_fit"]
+    assert df.loc[runs[1].name, "state"] == "unknown" and df.loc[runs[1].name, "incomplete"]
     assert "invalid 'responses'" in notes[runs[2].name]
     assert df.loc[runs[2].name, "final_responses"] < df.loc[runs[3].name, "final_responses"]
     assert "non-numeric eval/accuracy" in notes[runs[3].name]
@@ -87,11 +87,13 @@ def test_corrupt_inputs_are_reported_and_the_rest_analysed(sweep: Path, rows_io)
     assert "invalid JSON at line 5" in notes[runs[7].name]
     assert "status.json unreadable" in notes[runs[8].name]
     assert "B taken from config" in notes[runs[9].name] and df.loc[runs[9].name, "B"] > 0
-    # the complete runs still go into fits
-    assert df["in_fit"].sum() == 6
+    # the readable runs still go into fits: 6 complete, 3 incomplete as right-censored
+    assert df["in_fit"].sum() == 9 and df["incomplete"].sum() == 3
 
 
-def test_incomplete_runs_enter_fits_only_on_request(sweep: Path):
+def test_incomplete_runs_enter_fits_as_censored_unless_dropped(sweep: Path):
+    # dropping incomplete runs biases alpha when incompleteness depends on B (the slow large-B runs are
+    # the ones still running): by default they are right-censored at their last evaluation
     path = sorted(p for p in sweep.iterdir() if p.is_dir())[0]
     status = json.loads((path / "status.json").read_text())
     status.update(state="preempted", failure=None)
@@ -100,9 +102,10 @@ def test_incomplete_runs_enter_fits_only_on_request(sweep: Path):
 
     records = load_source(str(sweep)).runs
     default = build_tables(records).runs.set_index("run")
-    assert not default.loc[path.name, "in_fit"]
-    included = build_tables(records, ClockOptions(include_incomplete=True)).runs.set_index("run")
-    assert included.loc[path.name, "in_fit"] and included.loc[path.name, "failure:censored"]
+    assert default.loc[path.name, "in_fit"] and default.loc[path.name, "failure:censored"]
+    assert default.loc[path.name, "incomplete"]
+    dropped = build_tables(records, ClockOptions(include_incomplete=False)).runs.set_index("run")
+    assert not dropped.loc[path.name, "in_fit"]
 
 
 def test_missing_source_and_filters(sweep: Path, tmp_path: Path):

@@ -82,7 +82,7 @@ def test_damaged_wandb_log_is_truncated_and_reported(offline, tmp_path: Path):
     assert any("torn" in n or "corrupt" in n for n in record.notes)
     assert record.status is None  # the summary with the state was in the lost tail
     row = build_tables([record]).runs.iloc[0]
-    assert row["state"] == "unknown" and not row["in_fit"]
+    assert row["state"] == "unknown" and row["incomplete"]
 
 
 class _Summary(dict):
