@@ -12,14 +12,21 @@ For each run (DESIGN.md §3):
   were the crossing (the old behaviour, biased low with sparse evaluations); ``crossing="interpolate"``
   replaces it by the linear interpolation between the two evaluations (exact in the fit);
   ``crossing="isotonic"`` finds the interval on the accuracy curve smoothed by isotonic (non-decreasing)
-  regression over the run's evaluations up to its end or failure (``scipy.optimize.isotonic_regression``,
-  pool-adjacent-violators): the first evaluation whose smoothed accuracy reaches ``a`` and the one
+  regression (``scipy.optimize.isotonic_regression``, pool-adjacent-violators) over the stretch where
+  the curve is meant to rise: the evaluations up to the failure time (failed runs) and, within them,
+  up to the last evaluation at the peak accuracy — so a later decline is never pooled into the rise and
+  cannot hide a crossing. The first evaluation whose smoothed accuracy reaches ``a`` and the one
   before it bound the crossing. It uses every evaluation instead of the first noisy one above ``a``, so
   an evaluation-noise spike cannot make a crossing early; it assumes the underlying curve does not
   decrease before the crossing (true of healthy learning curves; a run that falls back below ``a``
-  after a spike is timed where the pooled curve reaches it). A run that
-  never reaches ``a`` is right-censored at its last evaluation, and ``target:<a>:censored_by`` says
-  why: ``failure`` (the run failed first), ``budget`` (it ended without failing) or ``incomplete``.
+  after a spike is timed where the pooled curve reaches it).
+* **Competing risks, one rule.** A run is at risk of reaching a target until it fails: for a failed run
+  only evaluations at or before its failure time (the onset by default) can time a crossing, and a run
+  that has not crossed by then is right-censored **at the failure time** with ``censored_by =
+  failure`` — the same rule :mod:`analysis.competing` uses for the cumulative incidence. A run that
+  never reaches ``a`` otherwise is right-censored at its last evaluation, and ``target:<a>:censored_by``
+  says why: ``budget`` (it ended without failing) or ``incomplete``. ``target:<a>:last_below`` is the
+  clock of the last evaluation seen while at risk (the lower end of the "reached at failure" bound).
   A target already met at the step-0 evaluation (``R_T = 0``) cannot enter a log-space fit: it is
   kept in the table, noted, and left out of that target's fit.
 * **Resolution-limited** points: reached at the first evaluation after step 0, or with an evaluation
@@ -28,9 +35,16 @@ For each run (DESIGN.md §3):
 * **Responses-to-failure** ``R_F``: for a ``failed`` run, the failure **onset** by default
   (``status.json["failure"]["onset_responses"]``, the first rollout or evaluation of the sustained
   condition) or the detection (``failure.responses``, when the detector decided) with
-  ``failure_time="detection"``; both are kept (``failure:onset``, ``failure:detection``). A run
-  written before onsets were recorded falls back to detection with a note. Otherwise right-censored
-  at the final ``responses``. On clocks other than ``responses`` the value is that clock in the last
+  ``failure_time="detection"``; both are kept (``failure:onset``, ``failure:detection``). The onset is
+  **interval-censored** in ``(failure:lower, failure]``: the onset row's statistic is smoothed over the
+  detector's window, so the condition can have begun up to a rollout and a window earlier
+  (:func:`failure_lower`; the trainer's ``onset_lower_responses`` when written). A failure within the
+  first rollouts is left-censored, and ``failure:resolution_limited`` flags intervals wider than
+  ``resolution_frac`` of the onset. The detection time is exact. A run written before onsets were
+  recorded falls back to detection with a note. Otherwise right-censored at the final ``responses``.
+  Incomplete runs (running, preempted, unknown) are right-censored at their last row and enter the
+  fits by default (``include_incomplete=False`` drops them: when incompleteness depends on B,
+  dropping biases the exponent). On clocks other than ``responses`` the value is that clock in the last
   metrics row with ``responses <=`` the chosen responses.
 * **Noise scale** (McCandlish et al. 2018): from the training rows up to the failure time (or the end),
   ``noise:b_noise`` = mean ``noise/trace_cov`` / mean ``noise/grad_norm_sq`` (a ratio of means: the
