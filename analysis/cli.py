@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd

@@ -71,7 +71,9 @@ def exponent_table(exponents: pd.DataFrame, varying: list[str]) -> tuple[list[st
 
 def _method_mark(method) -> str:
     """A mark after an interval that is not the plain bootstrap one."""
-    return {"wald": " (Wald)", "profile": " (profile)"}.get(method, " (widened†)" if "+" in str(method) else "")
+    return {"wald": " (Wald)", "profile": " (profile)"}.get(
+        method, " (widened†)" if "+" in str(method) else ""
+    )
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

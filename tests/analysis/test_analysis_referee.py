@@ -88,7 +88,12 @@ def _quantised(sigma=0.05, seed=1):
 def test_quantised_crossings_do_not_give_a_zero_width_interval():
     runs = _quantised()
     fit = fit_power_law(
-        runs["B"], runs["target:0.3"], runs["target:0.3:censored"], lower=runs["target:0.3:lower"], n_boot=400, rng=0
+        runs["B"],
+        runs["target:0.3"],
+        runs["target:0.3:censored"],
+        lower=runs["target:0.3:lower"],
+        n_boot=400,
+        rng=0,
     )
     # before: the bootstrap [0.3169, 0.3304] around 0.3175 (truth 0.44), sigma 0.03, Wald +-7251, no warning
     assert fit.degenerate and any("bootstrap degenerate" in w for w in fit.warnings)
@@ -197,7 +202,9 @@ def test_gamma_is_not_pulled_towards_one_by_first_rollout_failures():
         failure_sigma=0.3, targets=(0.3,), budget=4096, seed=5,
     )  # fmt: skip
     runs = build_tables(records(spec)).runs
-    fit = fit_power_law(runs["B"], runs["failure"], runs["failure:censored"], lower=runs["failure:lower"], n_boot=300, rng=0)
+    fit = fit_power_law(
+        runs["B"], runs["failure"], runs["failure:censored"], lower=runs["failure:lower"], n_boot=300, rng=0
+    )
     exact = fit_power_law(runs["B"], runs["failure"], runs["failure:censored"], n_boot=300, rng=0)
     assert exact.ci_low > 0.1  # the old, exact-time fit excludes the truth
     assert fit.ci_low <= 0.0 <= fit.ci_high
