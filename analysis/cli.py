@@ -26,6 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis._parallel import default_jobs
+from analysis.blocks import markdown_lines as blocks_markdown
+from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
@@ -88,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--ignore-keys", nargs="+", default=[], metavar="KEY", help="keys left out of the condition"
     )
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: Wald intervals only)")
+    p.add_argument(
+        "--resample",
+        choices=("seeds", "runs"),
+        default="seeds",
+        help="bootstrap unit: seeds as clusters where every seed has runs at every size (conditions with "
+        "the same seeds paired), else runs within each size; 'runs' forces the within-size bootstrap",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
     p.add_argument(
         "--sigmoid-bootstrap", type=int, default=200, help="bootstrap resamples of the sigmoid fits (0: none)"
@@ -169,7 +178,10 @@ def run(args: argparse.Namespace, api=None) -> int:
         interpolated=args.interpolate,
         joint_model=not args.no_joint,
         jobs=args.jobs,
+        resample=args.resample,
     )
+    correlations = seed_correlations(tables, fits)
+    resampling = dict(zip(exponents["condition"], exponents["resampling"]))
     noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
     exponents = agreement(exponents, noise)
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
@@ -189,6 +201,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
     common.to_csv(out / "common_exponent.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
+    correlations.to_csv(out / "seed_correlations.csv", index=False)
     if sig is not None:
         sig.to_csv(out / "sigmoid.csv", index=False)
     pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
@@ -230,6 +243,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         "interpolate": args.interpolate,
         "crossing": tables.options.crossing_mode,
         "failure_time": args.failure_time,
+        "resample": args.resample,
     }
     write_report(
         out,
@@ -241,7 +255,13 @@ def run(args: argparse.Namespace, api=None) -> int:
         messages,
         options,
         plots,
-        extra={"incidence_summary": incidence_summary, "common": common, "noise": noise, "sigmoid": sig},
+        extra={
+            "incidence_summary": incidence_summary,
+            "common": common,
+            "noise": noise,
+            "sigmoid": sig,
+            "blocks": blocks_markdown(correlations, resampling),
+        },
     )
 
     header, rows = exponent_table(exponents, tables.varying_keys)

@@ -406,6 +406,7 @@ def fit_power_law(
     inflate: bool = True,
     weights: np.ndarray | None = None,
     profile: bool = True,
+    n_clusters: int | None = None,
 ) -> FitResult:
     """Fit ``values = c * sizes**alpha`` with right and interval censoring (module docstring).
 
@@ -414,7 +415,8 @@ def fit_power_law(
     left-censored). ``weights``: resampling counts ``[n_boot, n]`` to use instead of drawing them (so
     that several clocks of one condition share their resamples); columns of dropped rows are ignored.
     ``profile``: also compute the profile-likelihood interval and use it where the bootstrap is
-    degenerate (:func:`_guard_degenerate`).
+    degenerate (:func:`_guard_degenerate`). ``n_clusters``: the ``weights`` resample this many clusters
+    (seeds, :mod:`analysis.blocks`) rather than runs within sizes; the small-sample factor follows.
     """
     rng = np.random.default_rng(rng)
     B = np.asarray(sizes, float)
@@ -489,7 +491,12 @@ def fit_power_law(
             res.warnings.append(f"{res.degenerate}; profile-likelihood interval reported")
         return res
     k = 1.0
-    if inflate:
+    if inflate and n_clusters:
+        # seeds resampled as clusters: resampling S clusters shrinks the variance of their mean by
+        # (S - 1) / S, and the pivot of a mean of S cluster statistics is Student-t with S - 1 df
+        S = int(n_clusters)
+        k = float(np.sqrt(S / (S - 1)) * float(stdtrit(S - 1, 0.5 + level / 2)) / z) if S > 1 else np.inf
+    elif inflate:
         df = B.size - uniq.size  # degrees of freedom of the within-size scatter the bootstrap sees
         k = float(np.sqrt(num / den) * float(stdtrit(df, 0.5 + level / 2)) / z)
     res.inflation = k

@@ -410,6 +410,7 @@ def write_report(
     if len(warned):
         lines += ["", "### Warnings", ""]
         lines += [f"- `{r.condition}` {r.clock}: {r.warnings}" for r in warned.itertuples()]
+    lines += extra.get("blocks") or []
     if len(comparisons):
         lines += ["", "## Comparisons between conditions", ""]
         rows = [

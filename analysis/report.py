@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 from analysis._parallel import fork_map
+from analysis.blocks import resample_weights
 from analysis.clocks import Tables, target_label
-from analysis.fit import FitResult, difference_interval, fit_power_law, stratified_weights
+from analysis.fit import FitResult, difference_interval, fit_power_law
 from analysis.gof import GoodnessOfFit, goodness_of_fit
 from analysis.joint import fit_joint
 
@@ -57,6 +58,7 @@ STAT_COLUMNS = [
     "profile_high",
     "ci_method",
     "degenerate",
+    "resampling",
     "inflation",
     "n_seeds_min",
     "n_resolution_limited",
@@ -155,6 +157,7 @@ def fit_conditions(
     interpolated: bool = False,
     joint_model: bool = True,
     jobs: int = 1,
+    resample: str = "seeds",
 ) -> tuple[pd.DataFrame, dict[tuple[str, str], FitResult]]:
     """Fit every condition and clock; returns the exponents table and the fits (for plots).
 
@@ -168,12 +171,15 @@ def fit_conditions(
     (:mod:`analysis.joint`) estimates α with the correlation ρ of the two times (``*_joint``), for
     target clocks of conditions where some run failed first. Conditions are fitted in ``jobs`` forked
     processes (the results do not depend on it: each condition has its own bootstrap stream).
+    ``resample``: ``seeds`` (seeds as clusters where they are blocks, conditions with the same seeds
+    paired; :mod:`analysis.blocks`) or ``runs`` (within each size); ``resampling`` in the table says
+    which each condition used.
     """
     global _FIT_STATE
     runs = tables.runs
     key_columns = [c for c in tables.varying_keys if c in runs.columns]
     conditions = sorted(runs["condition"].unique())
-    _FIT_STATE = (tables, n_boot, seed, interpolated, joint_model, key_columns)
+    _FIT_STATE = (tables, n_boot, seed, interpolated, joint_model, key_columns, resample)
     try:
         parts = fork_map(_fit_condition, conditions, jobs if len(conditions) > 1 else 1)
     finally:
@@ -190,7 +196,7 @@ _FIT_STATE: tuple = ()  # (tables, n_boot, seed, interpolated, joint_model, key_
 
 def _fit_condition(condition: str) -> tuple[list[dict], dict]:
     """Every clock of one condition (the body of :func:`fit_conditions`)."""
-    tables, n_boot, seed, interpolated, joint_model, key_columns = _FIT_STATE
+    tables, n_boot, seed, interpolated, joint_model, key_columns, resample = _FIT_STATE
     runs = tables.runs
     group = runs[runs["condition"] == condition]
     crossing = tables.options.crossing_mode if tables.options else "interval"
@@ -198,10 +204,9 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
     fitted = group[group["in_fit"]]
     first = group.iloc[0]
     B = fitted["B"].to_numpy(float)
-    W = None
+    W, used, clusters, note = None, "none", None, ""
     if n_boot > 0 and len(fitted):
-        uniq = np.unique(B)
-        W = stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition))
+        W, used, clusters, note = resample_weights(fitted, n_boot, seed, resample, condition)
     explicit = tables.options is not None and tables.options.targets is not None
     declared = {float(t) for text in group.get("declared_targets", []) for t in str(text).split()}
     for clock in clocks_of(tables):
@@ -212,7 +217,13 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
             continue  # the runs time no target at all (eval.targets: [])
         lower = fitted[f"{clock}:lower"] if is_target or f"{clock}:lower" in fitted else None
         fit = fit_power_law(
-            B, fitted[clock], fitted[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W
+            B,
+            fitted[clock],
+            fitted[f"{clock}:censored"],
+            lower=lower,
+            n_boot=n_boot,
+            weights=W,
+            n_clusters=clusters,
         )
         if is_target:
             at_zero = int((~fitted[f"{clock}:censored"] & (fitted[clock] <= 0)).sum())
@@ -240,7 +251,7 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
             for kind in ("never", "at_failure"):
                 if by_failure:
                     v, c, lo = _sensitivity_data(fitted, clock, kind)
-                    other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W)
+                    other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W, n_clusters=clusters)
                     fits[(condition, f"{clock}:{kind}")] = other
                 else:
                     other = fit
@@ -294,6 +305,7 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
             profile_high=fit.profile_high,
             ci_method=fit.ci_method,
             degenerate=fit.degenerate,
+            resampling=used + (f" ({note})" if note else ""),
             inflation=fit.inflation,
             n_seeds_min=fit.n_seeds_min,
             n_resolution_limited=limited,

@@ -62,6 +62,9 @@ class SyntheticSpec:
     failure_prefactor: float = 20000.0  # d: median responses to failure is d * B**gamma
     failure_sigma: float = 0.4  # log-normal scatter of responses-to-failure
     rho: float = 0.0  # correlation of log time to target and log time to failure
+    seed_corr: float = 0.0  # share of the target-time scatter that belongs to the seed (all sizes, all
+    # conditions with the same seed_stream): the correlation of one seed's log times between sizes
+    seed_stream: int = 0  # conditions with the same stream share their seed effects
     detection_delay: int = 0  # rollouts from failure onset to the detector's decision
     b_noise: float | None = 200.0  # true gradient-noise scale tr Sigma / |G|^2 (None: no noise/ rows)
     targets: tuple[float, ...] = (0.3, 0.5)  # eval.targets
@@ -156,9 +159,15 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
     rng = np.random.default_rng(spec.seed)
     kappas = [_kappa(a, spec) for a in spec.targets]
     runs = []
+    seed_effect = [
+        float(np.random.default_rng([spec.seed_stream, 7919, seed]).standard_normal())
+        for seed in range(spec.seeds)
+    ]
     for size in spec.sizes:
         for seed in range(spec.seeds):
             eps = rng.standard_normal()
+            if spec.seed_corr:  # a seed is a block: its effect is shared by every size and condition
+                eps = math.sqrt(spec.seed_corr) * seed_effect[seed] + math.sqrt(1.0 - spec.seed_corr) * eps
             eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * rng.standard_normal()
             rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * eps)
             rf = math.inf
