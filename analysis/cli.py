@@ -9,7 +9,8 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md`` and the PNG/PDF figures
+``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md``, ``report.html`` (the report as one
+self-contained page with the figures inline and the provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
 ``skipped.csv`` and the report); 2 when the source holds no readable run.
 """
@@ -27,6 +28,7 @@ from analysis._parallel import default_jobs
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
+from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
 from analysis.noise_scale import agreement, noise_table
@@ -216,7 +218,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         "crossing": tables.options.crossing_mode,
         "failure_time": args.failure_time,
     }
-    write_report(
+    report_text = write_report(
         out,
         args.source,
         tables,
@@ -228,6 +230,8 @@ def run(args: argparse.Namespace, api=None) -> int:
         plots,
         extra={"incidence_summary": incidence_summary, "common": common, "noise": noise, "sigmoid": sig},
     )
+    prov = provenance(args.source, loaded.runs, skipped, vars(args))
+    write_html_report(out, report_text, prov)
 
     header, rows = exponent_table(exponents, tables.varying_keys)
     print(plain_table(header, rows))
