@@ -5,6 +5,7 @@ Examples::
     rlvr-analyze runs/two_clock --out results/two_clock
     rlvr-analyze wandb:my-entity/rlvr-scaling --group two_clock --out results/two_clock
     rlvr-analyze runs/two_clock --clock tokens --targets 0.4 0.5 --ignore-keys train.max_responses
+    rlvr-analyze runs/two_clock --out results/two_clock --to-wandb my-entity/rlvr-scaling
 
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
@@ -106,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base-url", default=None, help="wandb server for wandb: sources (self-hosted)")
     p.add_argument("--jobs", type=int, default=default_jobs(), help="processes for reading and plotting")
+    p.add_argument(
+        "--to-wandb",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ENTITY/PROJECT",
+        help="also log the analysis as a wandb run (job_type=analysis) in the sweep's group "
+        "(default project: the wandb source's, else the runs' logger.project, else rlvr-scaling)",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the exponents table")
     return p
 
@@ -256,6 +266,10 @@ def run(args: argparse.Namespace, api=None) -> int:
             f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
             f"wrote {out} in {time.perf_counter() - start:.1f} s"
         )
+    if args.to_wandb is not None:
+        from analysis.to_wandb import cli_log  # wandb only when asked
+
+        return cli_log(args, out, loaded, tables, exponents, comparisons, plots, prov)
     return 0
 
 
