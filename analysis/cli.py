@@ -240,7 +240,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         plots,
         extra={"incidence_summary": incidence_summary, "common": common, "noise": noise, "sigmoid": sig},
     )
-    prov = provenance(args.source, loaded.runs, skipped, vars(args))
+    prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
     write_html_report(out, report_text, prov)
 
     header, rows = exponent_table(exponents, tables.varying_keys)

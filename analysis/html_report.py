@@ -17,6 +17,7 @@ import base64
 import datetime as dt
 import html
 import platform
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -97,9 +98,16 @@ def provenance(
         "runs_versions": {k: dict(v.most_common()) for k, v in sorted(versions.items())},
         "options": {k: _plain(v) for k, v in options.items()},
         "analysis": analysis_versions(),
-        "command": " ".join(["rlvr-analyze", *sys.argv[1:]]) if sys.argv else "",
+        "command": _command(),
         "written": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
+
+
+def _command() -> str:
+    """The command line, when this process is ``rlvr-analyze`` (not a notebook or a test runner)."""
+    if sys.argv and Path(sys.argv[0]).name in ("rlvr-analyze", "cli.py"):
+        return shlex.join(["rlvr-analyze", *sys.argv[1:]])
+    return ""
 
 
 def _plain(value: Any) -> Any:
