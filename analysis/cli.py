@@ -5,11 +5,13 @@ Examples::
     rlvr-analyze runs/two_clock --out results/two_clock
     rlvr-analyze wandb:my-entity/rlvr-scaling --group two_clock --out results/two_clock
     rlvr-analyze runs/two_clock --clock tokens --targets 0.4 0.5 --ignore-keys train.max_responses
+    rlvr-analyze runs/two_clock --out results/two_clock --to-wandb my-entity/rlvr-scaling
 
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md`` and the PNG/PDF figures
+``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md``, ``report.html`` (the report as one
+self-contained page with the figures inline and the provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
 ``skipped.csv`` and the report); 2 when the source holds no readable run.
 """
@@ -31,6 +33,7 @@ from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
+from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
 from analysis.noise_scale import agreement, noise_table
@@ -123,6 +126,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--base-url", default=None, help="wandb server for wandb: sources (self-hosted)")
     p.add_argument("--jobs", type=int, default=default_jobs(), help="processes for reading and plotting")
+    p.add_argument(
+        "--to-wandb",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ENTITY/PROJECT",
+        help="also log the analysis as a wandb run (job_type=analysis) in the sweep's group "
+        "(default project: the wandb source's, else the runs' logger.project, else rlvr-scaling)",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the exponents table")
     return p
 
@@ -245,7 +257,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         "failure_time": args.failure_time,
         "resample": args.resample,
     }
-    write_report(
+    report_text = write_report(
         out,
         args.source,
         tables,
@@ -263,6 +275,8 @@ def run(args: argparse.Namespace, api=None) -> int:
             "blocks": blocks_markdown(correlations, resampling),
         },
     )
+    prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
+    write_html_report(out, report_text, prov)
 
     header, rows = exponent_table(exponents, tables.varying_keys)
     print(plain_table(header, rows))
@@ -294,6 +308,10 @@ def run(args: argparse.Namespace, api=None) -> int:
             f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
             f"wrote {out} in {time.perf_counter() - start:.1f} s"
         )
+    if args.to_wandb is not None:
+        from analysis.to_wandb import cli_log  # wandb only when asked
+
+        return cli_log(args, out, loaded, tables, exponents, comparisons, plots, prov)
     return 0
 
 

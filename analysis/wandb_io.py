@@ -23,6 +23,7 @@ import json
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ _HEADER = struct.Struct("<4sHB")
 _CHUNK = struct.Struct("<IHB")
 _BLOCK = 32768
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+ANALYSIS_JOB_TYPE = "analysis"  # wandb job_type of the runs rlvr-analyze --to-wandb logs
 
 
 def read_offline_records(path: Path) -> tuple[list[Any], list[str]]:
@@ -119,23 +121,30 @@ def offline_run_id(path: Path) -> str:
     return files[0].name[len("run-") : -len(".wandb")] if files else path.name
 
 
-def read_offline_run(paths: Path | list[Path], run_id: str) -> RunRecord:
-    """Read one run from its ``offline-run-*`` folder(s) (or ``.wandb`` file).
+@dataclass
+class OfflineRun:
+    """Everything one offline run (all its segments) recorded, as plain values."""
 
-    A run resumed with the same wandb id (``resume="allow"``, e.g. after preemption) leaves one folder
-    per segment; pass them all, oldest first (folder names start with the date): their records are
-    replayed in order, and the history rows the resumed segment re-logs supersede the old ones
-    (:func:`analysis.load.validate_rows`).
-    """
-    paths = [paths] if isinstance(paths, Path) else list(paths)
-    config: dict[str, Any] = {}
-    summary: dict[str, Any] = {}
-    history: list[dict[str, Any]] = []
-    name = group = None
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)  # rows, nested keys joined by "."
+    name: str | None = None
+    group: str | None = None
     tags: tuple[str, ...] = ()
-    notes: list[str] = []
+    job_type: str | None = None
+    project: str | None = None
+    entity: str | None = None
+    artifacts: list[Any] = field(default_factory=list)  # wandb_internal_pb2.ArtifactRecord messages
+    files: list[str] = field(default_factory=list)  # paths (relative to files/) the run saved
+    notes: list[str] = field(default_factory=list)
+
+
+def read_offline_contents(paths: Path | list[Path]) -> OfflineRun:
+    """Replay the records of one run's offline folder(s) (oldest first) into an :class:`OfflineRun`."""
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    run = OfflineRun()
     if len(paths) > 1:
-        notes.append(f"{len(paths)} offline segments of one wandb run (resumed) merged")
+        run.notes.append(f"{len(paths)} offline segments of one wandb run (resumed) merged")
     for path in paths:
         files = [path] if path.is_file() else sorted(path.glob("*.wandb"))
         if not files:
@@ -144,31 +153,64 @@ def read_offline_run(paths: Path | list[Path], run_id: str) -> RunRecord:
             records, segment_notes = read_offline_records(files[0])
         except OSError as err:
             raise RunReadError(f"{files[0].name} unreadable ({type(err).__name__})") from err
-        notes += segment_notes
+        run.notes += segment_notes
         try:
             for record in records:
                 kind = record.WhichOneof("record_type")
                 if kind == "run":
-                    name, group = record.run.display_name or name, record.run.run_group or group
-                    tags = tuple(record.run.tags) or tags
+                    run.name = record.run.display_name or run.name
+                    run.group = record.run.run_group or run.group
+                    run.tags = tuple(record.run.tags) or run.tags
+                    run.job_type = record.run.job_type or run.job_type
+                    run.project = record.run.project or run.project
+                    run.entity = record.run.entity or run.entity
                     for item in record.run.config.update:
-                        _set_nested(config, _item_path(item), _item_value(item))
+                        _set_nested(run.config, _item_path(item), _item_value(item))
                 elif kind == "config":
                     for item in record.config.update:
-                        _set_nested(config, _item_path(item), _item_value(item))
+                        _set_nested(run.config, _item_path(item), _item_value(item))
                     for item in record.config.remove:
-                        _remove_nested(config, _item_path(item))
+                        _remove_nested(run.config, _item_path(item))
                 elif kind == "summary":
                     for item in record.summary.update:
-                        _set_nested(summary, _item_path(item), _item_value(item))
+                        _set_nested(run.summary, _item_path(item), _item_value(item))
                     for item in record.summary.remove:
-                        _remove_nested(summary, _item_path(item))
+                        _remove_nested(run.summary, _item_path(item))
                 elif kind == "history":
-                    history.append({".".join(_item_path(i)): _item_value(i) for i in record.history.item})
+                    run.history.append({".".join(_item_path(i)): _item_value(i) for i in record.history.item})
+                elif kind == "artifact":
+                    run.artifacts.append(record.artifact)
+                elif kind == "files":
+                    run.files += [f.path for f in record.files.files]
         except ValueError as err:
             raise RunReadError(f"wandb log: undecodable value ({err})") from err
+    return run
+
+
+def read_offline_run(paths: Path | list[Path], run_id: str) -> RunRecord:
+    """Read one run from its ``offline-run-*`` folder(s) (or ``.wandb`` file).
+
+    A run resumed with the same wandb id (``resume="allow"``, e.g. after preemption) leaves one folder
+    per segment; pass them all, oldest first (folder names start with the date): their records are
+    replayed in order, and the history rows the resumed segment re-logs supersede the old ones
+    (:func:`analysis.load.validate_rows`). An analysis run (``job_type="analysis"``, written by
+    ``rlvr-analyze --to-wandb``) is not a training run and is refused with that reason.
+    """
+    paths = [paths] if isinstance(paths, Path) else list(paths)
+    run = read_offline_contents(paths)
+    if run.job_type == ANALYSIS_JOB_TYPE:
+        raise RunReadError("an analysis run (job_type=analysis, rlvr-analyze --to-wandb), not a training run")
     return record_from_wandb(
-        run_id, str(paths[0]), "wandb-offline", config, summary, history, name, group, tags, notes
+        run_id,
+        str(paths[0]),
+        "wandb-offline",
+        run.config,
+        run.summary,
+        run.history,
+        run.name,
+        run.group,
+        run.tags,
+        run.notes,
     )
 
 
@@ -290,6 +332,10 @@ def load_api(
     except Exception as err:
         result.messages.append(f"wandb API: cannot list runs of {entity_project}: {err}")
         return result
+    analyses = [run for run in runs if getattr(run, "job_type", None) == ANALYSIS_JOB_TYPE]
+    if analyses:
+        result.messages.append(f"{len(analyses)} analysis run(s) (job_type=analysis) left out")
+        runs = [run for run in runs if getattr(run, "job_type", None) != ANALYSIS_JOB_TYPE]
     for run in runs:
         run_id = f"{entity_project}/{getattr(run, 'id', '?')}"
         try:

@@ -217,6 +217,12 @@ def _analyze_rule(cmd: Command) -> Coverage | None:
             "tests/analysis/test_analysis_wandb.py::test_api_path_gives_the_same_tables",
             "the wandb API needs a server; the test serves the same runs through a stand-in API",
         )
+    if "--to-wandb" in argv:
+        return Coverage(
+            "test",
+            "tests/analysis/test_analysis_to_wandb.py::test_tables_images_and_report_artifact",
+            "logs to wandb: the test runs it offline and reads the run back",
+        )
     if "wandb-offline" in argv:
         return Coverage(
             "test", "tests/analysis/test_analysis_wandb.py::test_offline_round_trip_gives_the_same_tables"
