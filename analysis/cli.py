@@ -32,6 +32,7 @@ from analysis.markdown import exponent_table, plain_table, source_messages, writ
 from analysis.noise_scale import agreement, noise_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
+from analysis.which_b import parse_throughput, throughput_point, which_b_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sigmoid-bootstrap", type=int, default=200, help="bootstrap resamples of the sigmoid fits (0: none)"
     )
+    p.add_argument(
+        "--throughput", nargs="+", type=throughput_point, default=None, metavar="B:RPS",
+        help="responses/s at B on your hardware for which_b.csv (default: the runs' wall_seconds clock)",
+    )  # fmt: skip
     p.add_argument("--no-sigmoid", action="store_true", help="skip the accuracy-vs-compute sigmoid fits")
     p.add_argument(
         "--no-joint", action="store_true", help="skip the joint (correlated) model of the two clocks"
@@ -161,6 +166,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         jobs=args.jobs,
     )
     noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
+    which_b = which_b_table(tables, fits, parse_throughput(args.throughput) if args.throughput else None)
     exponents = agreement(exponents, noise)
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
@@ -179,6 +185,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
     common.to_csv(out / "common_exponent.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
+    which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
         sig.to_csv(out / "sigmoid.csv", index=False)
     pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
@@ -226,7 +233,13 @@ def run(args: argparse.Namespace, api=None) -> int:
         messages,
         options,
         plots,
-        extra={"incidence_summary": incidence_summary, "common": common, "noise": noise, "sigmoid": sig},
+        extra={
+            "incidence_summary": incidence_summary,
+            "common": common,
+            "noise": noise,
+            "sigmoid": sig,
+            "which_b": which_b,
+        },
     )
 
     header, rows = exponent_table(exponents, tables.varying_keys)

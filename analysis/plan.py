@@ -1,0 +1,658 @@
+"""``rlvr-plan``: how many runs, at which rollout sizes, for an exponent to a stated precision.
+
+Examples::
+
+    rlvr-plan runs/pilot --width 0.12                       # from pilot runs (their fits and clocks)
+    rlvr-plan --sigma 0.21 --alpha 0.2 --prefactor 2000 --sizes 32 64 128 256 512 \\
+        --budget 30000 --eval-every 256 --width 0.12 --responses-per-second 40
+
+**Model.** The fit of :mod:`analysis.fit`: ``log R = a + alpha log B + sigma eps`` with
+``eps ~ N(0, 1)``, a run at size ``B`` observed only through the evaluation grid of that size. Its
+crossing falls in one of the intervals ``(0, t_1], (t_1, t_2], ..., (t_{m-1}, t_m]`` between its
+evaluations (``t_i`` on rollout boundaries: a crossing is known to one rollout at most, and to one
+evaluation spacing, whichever is coarser: the *resolution*) or beyond the last one ``t_m`` (the run ends
+at its budget: *right-censored*). The observation is discrete, so its expected Fisher information is a
+finite sum, computed exactly rather than by quadrature or simulation::
+
+    I_B(theta) = sum_k  grad p_k grad p_k^T / p_k,    p_k = Phi(z_k) - Phi(z_{k-1}),
+    z_k = (log t_k - a - alpha log B) / sigma,         theta = (a, alpha, log sigma)
+
+A design with ``n_B`` seeds at size ``B`` has information ``sum_B n_B I_B``; the variance of the
+exponent is ``V = [I^{-1}]_{alpha alpha}`` (resolution and censoring both make ``I_B`` smaller than the
+uncensored ``n_B (1, log B)(1, log B)^T / sigma^2``, so they cost seeds). The **planned width** is the
+median width of the interval the fit will report::
+
+    width = 2 * t_{N - m}(0.975) * sqrt(V) * sqrt(median(chi2_{N - m}) / (N - m))
+
+with ``N`` runs at ``m`` sizes: the fit's bootstrap interval is scaled to a Student-t pivot with
+``N - m`` degrees of freedom (:mod:`analysis.fit`), and it is proportional to the estimated scatter,
+whose median is ``sigma`` times the last factor. Expected information was chosen over a simulation-based
+plan because it is exact for the discretised observation and costs microseconds per design, so the
+allocation can be searched seed by seed; the simulation is kept for checking
+(:func:`simulate_widths`: the median achieved width of the project's own fit on sweeps drawn at the
+planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/plan_check.py``).
+
+**Allocation.** Greedy in seeds: every candidate size starts with ``min_seeds`` (default 2) runs, and
+each further run goes to the size whose run lowers ``V`` the most per response spent, until the planned
+width is met. For a straight line the extremes carry most of the information, so extra seeds collect at
+the smallest and largest sizes; the interior sizes keep ``min_seeds`` each, because the lack-of-fit test
+and the broken-power-law check (:mod:`analysis.gof`) need them and a bent line would bias a two-size
+design. A size where the run would be censored with probability above ``max_censored`` (default 0.9)
+at the budget is dropped (its runs cost the budget and carry almost no information), and said so.
+
+**Difference of two conditions** ``alpha_1 - alpha_2`` with the same design in both: variance
+``V_1 + V_2 - 2 rho sqrt(V_1 V_2)``, ``rho`` the correlation of the two exponents' estimates (0 for
+independent seeds; with paired seeds it is about the correlation of the same seed's residuals between
+the conditions), ``N_1 + N_2 - 2m`` degrees of freedom.
+
+**Cost.** A run costs its budget in responses (rounded up to whole rollouts); the wall time of a run at
+``B`` is responses times seconds per response at ``B`` (the pilot's ``wall_seconds`` clock, fitted as
+``seconds per rollout = s0 + s1 B``, or ``--throughput B:rps`` points: :mod:`analysis.which_b`), summed
+over runs (serial: divide by the runs you can run at once). GPU-hours are total responses divided by
+``--responses-per-second`` (the rate of one GPU on your hardware).
+
+Assumptions: the log-normal line holds over the sizes (check the pilot's lack of fit), sigma does not
+depend on B, the seeds of a condition are independent, failures are not modelled (a run that fails
+first is censored earlier than its budget: plan with a smaller ``--budget`` if many do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.special import log_ndtr, ndtr, stdtrit
+from scipy.stats import chi2
+
+from analysis.fit import fit_power_law
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+# ---------------------------------------------------------------------------------- evaluation grid
+@dataclass(frozen=True)
+class Schedule:
+    """The trainer's evaluation schedule (``eval.schedule``; ``rlvr_scaling/evaluation.py``), here
+    because the analysis never imports the trainer; a test checks the two agree."""
+
+    kind: str = "linear"  # linear | geometric
+    every: float = 2048  # eval.every_responses (geometric: the largest spacing)
+    first: float = 64  # eval.first_responses (geometric)
+    points_per_doubling: int = 4  # eval.points_per_doubling (geometric)
+
+    def next_point(self, responses: float) -> float:
+        """The first scheduled point strictly after ``responses``."""
+        if self.kind == "linear":
+            return (responses // self.every + 1) * self.every
+        ratio = 2.0 ** (1.0 / self.points_per_doubling)
+        point, k = self.first, 0
+        while point <= responses:
+            nxt = round(self.first * ratio ** (k + 1))
+            if nxt - point > self.every:
+                return point + ((responses - point) // self.every + 1) * self.every
+            point, k = nxt, k + 1
+        return point
+
+
+def eval_grid(size: float, budget: float, schedule: Schedule | None) -> np.ndarray:
+    """Responses at each evaluation after step 0 of a run of rollout size ``size`` that stops at the
+    first rollout boundary at or past ``budget``: the first boundary at or past every scheduled point,
+    and the end. ``schedule=None``: an evaluation after every rollout."""
+    n_rollouts = max(math.ceil(budget / size), 1)
+    end = n_rollouts * size
+    if schedule is None:
+        return size * np.arange(1, n_rollouts + 1, dtype=float)
+    out, last = [], 0.0
+    while True:
+        at = math.ceil(schedule.next_point(last) / size) * size
+        if at >= end:
+            break
+        out.append(float(at))
+        last = at
+    out.append(float(end))
+    return np.asarray(out)
+
+
+# ------------------------------------------------------------------------------- expected information
+@dataclass(frozen=True)
+class Truth:
+    """What the plan assumes about one condition and target."""
+
+    alpha: float  # exponent
+    intercept: float  # a = log c (log of the median crossing at B = 1)
+    sigma: float  # scatter of log R at a size
+    budget: float = math.inf  # train.max_responses (inf: never censored)
+    schedule: Schedule | None = None  # evaluation schedule (None with an infinite budget: exact times)
+
+
+def _edges(size: float, truth: Truth) -> np.ndarray:
+    """Log-space interval edges of the observation at ``size``: -inf, log t_1, ..., log t_m, +inf;
+    exact observation (no finite edges) when the budget is infinite and there is no schedule."""
+    if not math.isfinite(truth.budget):
+        return np.array([-np.inf, np.inf])
+    return np.concatenate([[-np.inf], np.log(eval_grid(size, truth.budget, truth.schedule)), [np.inf]])
+
+
+def size_information(size: float, truth: Truth) -> tuple[np.ndarray, float]:
+    """Expected Fisher information ``[3, 3]`` of one run at ``size`` about ``(a, alpha, log sigma)``,
+    and the probability that the run is right-censored (module docstring)."""
+    x = math.log(size)
+    mu = truth.intercept + truth.alpha * x
+    edges = _edges(size, truth)
+    if edges.size == 2:  # exact log-normal observation
+        info = np.array([[1, x, 0], [x, x * x, 0], [0, 0, 2.0 * truth.sigma**2]]) / truth.sigma**2
+        return info, 0.0
+    z = (edges - mu) / truth.sigma
+    finite = np.isfinite(z)
+    zf = np.where(finite, z, 0.0)
+    dens = np.where(finite, np.exp(-0.5 * zf * zf) / _SQRT_2PI, 0.0)
+    # d z / d theta at each edge: (-1/sigma, -x/sigma, -z); zero contribution where z is infinite
+    dz = np.stack([np.full_like(zf, -1 / truth.sigma), np.full_like(zf, -x / truth.sigma), -zf], 1)
+    dphi = dens[:, None] * dz  # d Phi(z_k) / d theta
+    cdf = ndtr(z)
+    p = np.diff(cdf)
+    grad = np.diff(dphi, axis=0)
+    keep = p > 1e-300
+    info = (grad[keep, :, None] * grad[keep, None, :] / p[keep, None, None]).sum(0)
+    p_censored = float(np.exp(log_ndtr(-z[-2])))
+    return info, p_censored
+
+
+def width_factor(df: int) -> float:
+    """``2 t_df(0.975) sqrt(median(chi2_df) / df)``: planned width per unit standard error."""
+    if df < 1:
+        return math.inf
+    return float(2 * stdtrit(df, 0.975) * math.sqrt(chi2.median(df) / df))
+
+
+def alpha_variance(info: np.ndarray) -> float:
+    try:
+        return float(np.linalg.inv(info)[1, 1])
+    except np.linalg.LinAlgError:
+        return math.inf
+
+
+# -------------------------------------------------------------------------------------- allocation
+@dataclass
+class Design:
+    """Seeds per size and what they buy."""
+
+    sizes: np.ndarray  # rollout sizes kept
+    seeds: np.ndarray  # runs per size
+    width: float  # planned median width of the 95 % interval
+    se: float  # sqrt of the expected-information variance of the exponent
+    p_censored: np.ndarray  # probability a run at each size is right-censored at the budget
+    resolution: np.ndarray  # coarsest evaluation bracket near the median crossing, relative (t_k/t_{k-1} - 1)
+    responses: float = math.nan  # total responses of the design
+    wall_seconds: float = math.nan  # serial wall time
+    dropped: list[str] = field(default_factory=list)
+    reached: bool = True  # the requested width is met within max_runs
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.seeds.sum())
+
+    def allocation(self) -> str:
+        return " ".join(f"{b:g}:{n}" for b, n in zip(self.sizes, self.seeds))
+
+
+def run_responses(size: float, budget: float) -> float:
+    """Responses one run spends: its budget rounded up to whole rollouts."""
+    return max(math.ceil(budget / size), 1) * size if math.isfinite(budget) else math.nan
+
+
+def _resolution(size: float, truth: Truth) -> float:
+    edges = _edges(size, truth)
+    if edges.size == 2:
+        return 0.0
+    t = np.exp(edges[1:-1])
+    median = math.exp(truth.intercept + truth.alpha * math.log(size))
+    k = int(np.searchsorted(t, median))
+    if k >= t.size:
+        return math.nan
+    lower = t[k - 1] if k > 0 else 0.0
+    return float(t[k] / lower - 1) if lower > 0 else math.inf
+
+
+def plan_design(
+    sizes,
+    truths: list[Truth],
+    width: float,
+    *,
+    rho: float = 0.0,
+    min_seeds: int = 2,
+    max_runs: int = 2000,
+    max_censored: float = 0.9,
+    seconds_per_response=None,
+) -> Design:
+    """Greedy allocation (module docstring) for one condition (``truths`` of length 1) or for the
+    difference of two conditions run with the same design (length 2, correlation ``rho``)."""
+    sizes = np.asarray(sorted({float(b) for b in sizes}), float)
+    infos = np.stack([[size_information(b, t)[0] for b in sizes] for t in truths])  # [c, m, 3, 3]
+    pcens = np.array([[size_information(b, t)[1] for b in sizes] for t in truths]).max(0)
+    keep = pcens <= max_censored
+    dropped = [
+        f"B={b:g} dropped: a run there is censored at the budget with probability {p:.2f}"
+        for b, p in zip(sizes[~keep], pcens[~keep])
+    ]
+    if keep.sum() < 2:
+        keep = np.argsort(pcens)[:2]
+        keep = np.isin(np.arange(sizes.size), keep)
+        dropped.append("fewer than 2 sizes below the censoring limit: the 2 least censored kept")
+    sizes, infos, pcens = sizes[keep], infos[:, keep], pcens[keep]
+    budget = truths[0].budget
+    cost = np.array([run_responses(b, budget) if math.isfinite(budget) else 1.0 for b in sizes])
+    n = np.full(sizes.size, min_seeds, dtype=int)
+
+    def variance(counts: np.ndarray) -> float:
+        vs = [alpha_variance(np.einsum("m,mij->ij", counts.astype(float), info)) for info in infos]
+        if len(vs) == 1:
+            return vs[0]
+        return vs[0] + vs[1] - 2 * rho * math.sqrt(vs[0] * vs[1])
+
+    def planned(counts: np.ndarray, v: float) -> float:
+        df = len(truths) * (int(counts.sum()) - int((counts > 0).sum()))
+        return width_factor(df) * math.sqrt(v) if v >= 0 else math.nan
+
+    v = variance(n)
+    while planned(n, v) > width and n.sum() < max_runs:
+        gains = []
+        for j in range(sizes.size):
+            trial = n.copy()
+            trial[j] += 1
+            gains.append((v - variance(trial)) / cost[j])
+        j = int(np.argmax(gains))
+        n[j] += 1
+        v = variance(n)
+    w = planned(n, v)
+    design = Design(
+        sizes=sizes,
+        seeds=n,
+        width=w,
+        se=math.sqrt(v),
+        p_censored=pcens,
+        resolution=np.array([_resolution(b, truths[0]) for b in sizes]),
+        dropped=dropped,
+        reached=w <= width,
+    )
+    if math.isfinite(budget):
+        per_run = np.array([run_responses(b, budget) for b in sizes])
+        design.responses = float(len(truths) * (n * per_run).sum())
+        if seconds_per_response is not None:
+            spr = np.array([seconds_per_response(b) for b in sizes])
+            design.wall_seconds = float(len(truths) * (n * per_run * spr).sum())
+    return design
+
+
+def design_width(sizes, seeds, truth: Truth) -> float:
+    """Planned width of a given design (no search)."""
+    sizes, seeds = np.asarray(sizes, float), np.asarray(seeds, int)
+    info = sum(n * size_information(b, truth)[0] for b, n in zip(sizes, seeds))
+    return width_factor(int(seeds.sum()) - int((seeds > 0).sum())) * math.sqrt(alpha_variance(info))
+
+
+# ----------------------------------------------------------------------------------------- checking
+def simulate_crossings(sizes, seeds, truth: Truth, rng: np.random.Generator):
+    """One sweep at the design, measured as :mod:`analysis.clocks` measures it: per run the rollout
+    size, the clock at the first evaluation at or past the crossing (or the last evaluation when it is
+    never reached), censored, and the evaluation before it (0: the step-0 one)."""
+    B, values, censored, lower = [], [], [], []
+    for b, n in zip(sizes, seeds):
+        r = np.exp(truth.intercept + truth.alpha * math.log(b) + truth.sigma * rng.standard_normal(int(n)))
+        if not math.isfinite(truth.budget):
+            B += [b] * int(n)
+            values += list(r)
+            censored += [False] * int(n)
+            lower += [math.nan] * int(n)
+            continue
+        grid = eval_grid(b, truth.budget, truth.schedule)
+        k = np.searchsorted(grid, r, side="left")  # first evaluation with clock >= crossing
+        cens = k >= grid.size
+        kk = np.minimum(k, grid.size - 1)
+        B += [b] * int(n)
+        values += list(grid[kk])
+        censored += list(cens)
+        lower += list(np.where(cens, np.nan, np.where(kk > 0, grid[np.maximum(kk - 1, 0)], 0.0)))
+    return np.array(B), np.array(values), np.array(censored), np.array(lower)
+
+
+def simulate_widths(
+    sizes, seeds, truth: Truth, n_sweeps: int = 100, n_boot: int = 200, seed: int = 0
+) -> np.ndarray:
+    """Widths of the fit's 95 % interval (:func:`analysis.fit.fit_power_law`, bootstrap) on
+    ``n_sweeps`` sweeps simulated at the design."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_sweeps)
+    for i in range(n_sweeps):
+        B, v, c, lo = simulate_crossings(sizes, seeds, truth, rng)
+        fit = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, rng=rng)
+        out[i] = fit.ci_high - fit.ci_low
+    return out
+
+
+# ------------------------------------------------------------------------------------ pilot inputs
+@dataclass
+class PilotCondition:
+    condition: str
+    target: str
+    truth: Truth
+    sizes: np.ndarray  # sizes of the pilot
+    have: dict[float, int]  # pilot runs per size
+    seconds_per_response: object = None  # callable B -> seconds, or None
+
+
+def schedule_of(runs: pd.DataFrame) -> Schedule:
+    """The evaluation schedule from the runs' config columns (``eval.*``); linear when not recorded."""
+
+    def value(key, default):
+        if key in runs.columns and runs[key].notna().any():
+            return runs[key].dropna().iloc[0]
+        return default
+
+    return Schedule(
+        kind=str(value("eval.schedule", "linear")),
+        every=float(value("eval.every_responses", 2048)),
+        first=float(value("eval.first_responses", 64)),
+        points_per_doubling=int(value("eval.points_per_doubling", 4)),
+    )
+
+
+def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=None, ignore_keys=()):
+    """Fit the pilot runs at ``source`` and return one :class:`PilotCondition` per condition and target.
+
+    sigma is pooled over the conditions of a target (root mean square of the fits' sigma weighted by
+    runs): a pilot has few runs per condition, and the scatter is a property of the setup more than of
+    one learning rate."""
+    from analysis.clocks import ClockOptions, build_tables, target_label
+    from analysis.load import load_source
+    from analysis.report import fit_conditions
+    from analysis.which_b import seconds_per_response_model
+
+    loaded = load_source(source)
+    opts = ClockOptions(targets=tuple(targets) if targets else None, ignore_keys=tuple(ignore_keys))
+    tables = build_tables(loaded.runs, opts)
+    if tables.runs.empty:
+        raise SystemExit(f"rlvr-plan: no readable run in {source}")
+    exps, _ = fit_conditions(tables, n_boot=n_boot, joint_model=False)
+    exps = exps[exps["clock"] != "failure"]
+    out = []
+    for clock in [target_label(a) for a in tables.targets]:
+        rows = exps[(exps["clock"] == clock) & np.isfinite(exps["exponent"]) & np.isfinite(exps["sigma"])]
+        if rows.empty:
+            continue
+        w = rows["n_runs"].to_numpy(float)
+        pooled = float(np.sqrt((w * rows["sigma"].to_numpy(float) ** 2).sum() / w.sum()))
+        for r in rows.itertuples():
+            runs = tables.runs[(tables.runs["condition"] == r.condition) & tables.runs["in_fit"]]
+            budget = float(np.nanmedian(runs["budget"])) if runs["budget"].notna().any() else math.inf
+            truth = Truth(
+                alpha=float(r.exponent),
+                intercept=float(math.log(r.prefactor)),
+                sigma=pooled,
+                budget=budget,
+                schedule=schedule_of(runs),
+            )
+            spr = seconds_per_response_model(tables, r.condition, throughput)
+            out.append(
+                PilotCondition(
+                    condition=r.condition,
+                    target=clock,
+                    truth=truth,
+                    sizes=np.unique(runs["B"].to_numpy(float)),
+                    have={float(b): int(c) for b, c in runs["B"].value_counts().items()},
+                    seconds_per_response=spr,
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- CLI
+def _fmt_hours(seconds: float) -> str:
+    return "–" if not math.isfinite(seconds) else f"{seconds / 3600:.3g}"
+
+
+def design_row(label: str, target: str, design: Design, rps: float | None, have=None) -> dict:
+    row = {
+        "condition": label,
+        "target": target,
+        "seeds_per_size": design.allocation(),
+        "n_runs": design.n_runs,
+        "planned_width": design.width,
+        "se": design.se,
+        "reached": design.reached,
+        "responses": design.responses,
+        "wall_hours_serial": design.wall_seconds / 3600 if math.isfinite(design.wall_seconds) else math.nan,
+        "gpu_hours": design.responses / rps / 3600 if rps and math.isfinite(design.responses) else math.nan,
+        "p_censored": " ".join(f"{p:.2f}" for p in design.p_censored),
+        "resolution": " ".join("–" if not np.isfinite(r) else f"{r:.2f}" for r in design.resolution),
+        "notes": "; ".join(
+            design.dropped + ([] if design.reached else ["width not reached within --max-runs"])
+        ),
+    }
+    if have is not None:
+        row["pilot_runs"] = " ".join(f"{b:g}:{have.get(float(b), 0)}" for b in design.sizes)
+    return row
+
+
+def _print_table(df: pd.DataFrame, columns: list[str]) -> None:
+    from analysis.markdown import plain_table
+
+    def cell(v):
+        if isinstance(v, float):
+            return "–" if not math.isfinite(v) else f"{v:.3g}"
+        return str(v)
+
+    print(plain_table(columns, [[cell(v) for v in row] for row in df[columns].itertuples(index=False)]))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlvr-plan",
+        description="Seeds per rollout size (and which sizes) for a requested 95 % interval width of the "
+        "exponent, from pilot runs or a stated scatter and exponent, with the cost.",
+    )
+    p.add_argument(
+        "source", nargs="?", default=None, help="pilot runs: a folder of run directories or wandb:"
+    )
+    p.add_argument("--width", type=float, default=0.12, help="requested 95 %% interval width of alpha")
+    p.add_argument(
+        "--diff-width",
+        type=float,
+        default=None,
+        help="requested width of alpha_1 - alpha_2 (default --width)",
+    )
+    p.add_argument("--rho", type=float, default=0.0, help="correlation of two conditions' exponents (paired)")
+    p.add_argument("--targets", type=float, nargs="+", default=None, help="targets to plan (default: all)")
+    p.add_argument("--sizes", type=float, nargs="+", default=None, help="candidate rollout sizes B")
+    p.add_argument("--min-seeds", type=int, default=2, help="runs at every kept size (>= 2)")
+    p.add_argument("--max-runs", type=int, default=2000, help="give up above this many runs per condition")
+    p.add_argument(
+        "--max-censored", type=float, default=0.9, help="drop sizes censored with a higher probability"
+    )
+    p.add_argument("--responses-per-second", type=float, default=None, help="one GPU's rate: GPU-hours")
+    p.add_argument(
+        "--throughput", nargs="+", default=None, metavar="B:RPS", help="responses/s at B (your hardware)"
+    )
+    p.add_argument(
+        "--b-factor",
+        type=float,
+        default=None,
+        help="also plan for the wall-time optimal B known within this factor (analysis.which_b)",
+    )
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of the pilot fits")
+    p.add_argument(
+        "--ignore-keys", nargs="+", default=[], metavar="KEY", help="keys left out of the condition"
+    )
+    p.add_argument("--out", type=Path, default=None, help="write plan.csv (and plan_difference.csv) here")
+    stated = p.add_argument_group("stated inputs (without pilot runs, or overriding them)")
+    stated.add_argument("--sigma", type=float, default=None, help="scatter of log R at a size")
+    stated.add_argument("--alpha", type=float, default=None, help="guessed exponent")
+    stated.add_argument("--prefactor", type=float, default=None, help="c in R = c B^alpha (censoring)")
+    stated.add_argument("--budget", type=float, default=None, help="train.max_responses")
+    stated.add_argument("--eval-every", type=float, default=None, help="eval.every_responses")
+    stated.add_argument("--schedule", choices=("linear", "geometric"), default="linear", help="eval.schedule")
+    stated.add_argument("--first-responses", type=float, default=64, help="eval.first_responses (geometric)")
+    stated.add_argument("--points-per-doubling", type=int, default=4, help="eval.points_per_doubling")
+    stated.add_argument(
+        "--seconds-per-rollout", type=float, nargs=2, default=None, metavar=("S0", "S1"),
+        help="wall seconds per rollout = S0 + S1*B (without pilot runs)",
+    )  # fmt: skip
+    return p
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    if args.width <= 0 or (args.diff_width is not None and args.diff_width <= 0):
+        return "--width and --diff-width must be > 0"
+    if not -1 < args.rho < 1:
+        return "--rho must lie in (-1, 1)"
+    if args.min_seeds < 2:
+        return "--min-seeds must be >= 2 (the bootstrap needs two runs at a size)"
+    if args.sigma is not None and args.sigma <= 0:
+        return "--sigma must be > 0"
+    if args.b_factor is not None and args.b_factor <= 1:
+        return "--b-factor must be > 1"
+    if args.source is None:
+        if args.sigma is None or args.alpha is None or not args.sizes:
+            return "without pilot runs, --sigma, --alpha and --sizes are required"
+        if args.budget is not None and args.prefactor is None:
+            return "--budget needs --prefactor (where the crossings fall against the budget)"
+    if args.sizes and (len(args.sizes) < 2 or min(args.sizes) <= 0):
+        return "--sizes needs at least two positive sizes"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from analysis.which_b import b_width_to_alpha_width, parse_throughput, seconds_per_response_fixed
+
+    args = build_parser().parse_args(argv)
+    problem = _check(args)
+    throughput = None
+    try:
+        throughput = parse_throughput(args.throughput) if args.throughput else None
+    except ValueError as err:
+        problem = problem or str(err)
+    if problem:
+        print(f"rlvr-plan: {problem}", file=sys.stderr)
+        return 2
+    if args.source is not None:
+        conds = pilot_conditions(args.source, args.targets, args.bootstrap, throughput, args.ignore_keys)
+        if not conds:
+            print(f"rlvr-plan: no condition of {args.source} has a fitted exponent", file=sys.stderr)
+            return 2
+    else:
+        conds = []
+    for c in conds:  # stated values override the pilot's
+        c.truth = Truth(
+            alpha=c.truth.alpha if args.alpha is None else args.alpha,
+            intercept=c.truth.intercept if args.prefactor is None else math.log(args.prefactor),
+            sigma=c.truth.sigma if args.sigma is None else args.sigma,
+            budget=c.truth.budget if args.budget is None else args.budget,
+            schedule=c.truth.schedule
+            if args.eval_every is None
+            else Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling),
+        )
+    if args.source is None:
+        censoring = args.budget is not None
+        schedule = (
+            Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling)
+            if args.eval_every is not None
+            else None
+        )
+        truth = Truth(
+            alpha=args.alpha,
+            intercept=math.log(args.prefactor) if args.prefactor else 0.0,
+            sigma=args.sigma,
+            budget=args.budget if censoring else math.inf,
+            schedule=schedule,
+        )
+        spr = None
+        if throughput is not None:
+            spr = seconds_per_response_fixed(throughput)
+        elif args.seconds_per_rollout:
+            s0, s1 = args.seconds_per_rollout
+            spr = lambda b, s0=s0, s1=s1: (s0 + s1 * b) / b  # noqa: E731
+        conds = [PilotCondition("stated", "alpha", truth, np.asarray(args.sizes), {}, spr)]
+        if not censoring:
+            print(
+                "note: no --budget: crossings assumed exact and never censored (no resolution, no censoring)"
+            )
+    rows, diff_rows = [], []
+    for c in conds:
+        sizes = args.sizes if args.sizes else c.sizes
+        width = args.width
+        if args.b_factor is not None:
+            need = b_width_to_alpha_width(args.b_factor, c.truth.alpha, c.seconds_per_response, sizes)
+            if math.isfinite(need):
+                width = min(width, need)
+                print(
+                    f"note: {c.condition} {c.target}: the wall-time optimal B within a factor "
+                    f"{args.b_factor:g} needs an alpha interval of width {need:.3f}"
+                )
+            else:
+                print(f"note: {c.condition} {c.target}: the wall-time optimum is not inside the sizes")
+        d = plan_design(
+            sizes,
+            [c.truth],
+            width,
+            min_seeds=args.min_seeds,
+            max_runs=args.max_runs,
+            max_censored=args.max_censored,
+            seconds_per_response=c.seconds_per_response,
+        )
+        row = design_row(c.condition, c.target, d, args.responses_per_second, c.have if c.have else None)
+        row.update(alpha=c.truth.alpha, sigma=c.truth.sigma, requested_width=width)
+        rows.append(row)
+    by_target: dict[str, list[PilotCondition]] = {}
+    for c in conds:
+        by_target.setdefault(c.target, []).append(c)
+    diff_width = args.diff_width or args.width
+    for target, group in by_target.items():
+        pairs = [(a, b) for i, a in enumerate(group) for b in group[i + 1 :]]
+        if args.source is None:  # stated: the difference of two conditions like this one
+            pairs = [(group[0], group[0])]
+        for a, b in pairs:
+            sizes = args.sizes if args.sizes else np.intersect1d(a.sizes, b.sizes)
+            d = plan_design(
+                sizes,
+                [a.truth, b.truth],
+                diff_width,
+                rho=args.rho,
+                min_seeds=args.min_seeds,
+                max_runs=args.max_runs,
+                max_censored=args.max_censored,
+                seconds_per_response=a.seconds_per_response,
+            )
+            row = design_row(f"{a.condition} vs {b.condition}", target, d, args.responses_per_second)
+            row.update(rho=args.rho, requested_width=diff_width)
+            diff_rows.append(row)
+    plan = pd.DataFrame(rows)
+    diff = pd.DataFrame(diff_rows)
+    cols = ["condition", "target", "alpha", "sigma", "seeds_per_size", "n_runs", "planned_width"]
+    cols += ["responses", "wall_hours_serial", "gpu_hours", "p_censored", "resolution"]
+    print(f"Seeds per size (B:runs) for a 95 % interval of alpha of width {args.width:g}:")
+    _print_table(plan, cols + (["pilot_runs"] if "pilot_runs" in plan else []))
+    if len(diff):
+        print(
+            f"\nSeeds per size in each of the two conditions for alpha_1 - alpha_2 to width {diff_width:g} "
+            f"(rho = {args.rho:g}):"
+        )
+        _print_table(diff, ["condition", "target", "seeds_per_size", "n_runs", "planned_width", "responses",
+                            "wall_hours_serial", "gpu_hours"])  # fmt: skip
+    for r in rows + diff_rows:
+        if r["notes"]:
+            print(f"note: {r['condition']} {r['target']}: {r['notes']}")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        plan.to_csv(args.out / "plan.csv", index=False)
+        diff.to_csv(args.out / "plan_difference.csv", index=False)
+        print(f"wrote {args.out / 'plan.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
