@@ -9,7 +9,7 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md`` and the PNG/PDF figures
+``noise_scale.csv``, ``sigmoid.csv``, ``which_b.csv``, ``skipped.csv``, ``report.md`` and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
 ``skipped.csv`` and the report); 2 when the source holds no readable run.
 """

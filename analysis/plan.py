@@ -383,6 +383,10 @@ def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=No
     out = []
     for clock in [target_label(a) for a in tables.targets]:
         rows = exps[(exps["clock"] == clock) & np.isfinite(exps["exponent"]) & np.isfinite(exps["sigma"])]
+        for r in exps[(exps["clock"] == clock) & ~exps.index.isin(rows.index)].itertuples():
+            print(
+                f"note: {r.condition} {clock}: no exponent from the pilot ({r.warnings or 'not fitted'}); no plan"
+            )
         if rows.empty:
             continue
         w = rows["n_runs"].to_numpy(float)
@@ -628,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                 seconds_per_response=a.seconds_per_response,
             )
             row = design_row(f"{a.condition} vs {b.condition}", target, d, args.responses_per_second)
-            row.update(rho=args.rho, requested_width=diff_width)
+            row.update(n_runs=2 * d.n_runs, rho=args.rho, requested_width=diff_width)  # both conditions
             diff_rows.append(row)
     plan = pd.DataFrame(rows)
     diff = pd.DataFrame(diff_rows)
@@ -639,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(diff):
         print(
             f"\nSeeds per size in each of the two conditions for alpha_1 - alpha_2 to width {diff_width:g} "
-            f"(rho = {args.rho:g}):"
+            f"(rho = {args.rho:g}; n_runs, responses and hours count both conditions):"
         )
         _print_table(diff, ["condition", "target", "seeds_per_size", "n_runs", "planned_width", "responses",
                             "wall_hours_serial", "gpu_hours"])  # fmt: skip

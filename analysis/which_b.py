@@ -237,8 +237,13 @@ def which_b_lines(table: pd.DataFrame | None) -> list[str]:
     body = []
     for r in table.itertuples():
         edge = f" (**{r.at_edge} edge**)" if r.at_edge else ""
-        unit = " h" if r.objective == "wall_seconds" else ""
-        scale = 3600.0 if r.objective == "wall_seconds" else 1.0
+        unit, scale = "", 1.0
+        if r.objective == "wall_seconds":
+            unit, scale = next(
+                (u, f)
+                for u, f in ((" h", 3600.0), (" min", 60.0), (" s", 1.0))
+                if r.value_best >= f or f == 1.0
+            )
         body.append(
             [
                 r.condition,

@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from analysis.plan import Schedule, Truth, design_width, plan_design, simulate_widths
+from analysis.fit import difference_interval, fit_power_law
+from analysis.plan import Schedule, Truth, design_width, plan_design, simulate_crossings, simulate_widths
 
 DESIGNS = {
     # name: (truth, candidate sizes, requested width); prefactor 2000 as in analysis.synthetic
@@ -77,6 +78,20 @@ def full_path(truth: Truth, sizes, seeds, sweeps: int, n_boot: int) -> float:
     return float(np.median(widths))
 
 
+def difference_widths(truths: list[Truth], sizes, seeds, sweeps: int, n_boot: int) -> np.ndarray:
+    """Widths of the fit's interval of alpha_2 - alpha_1 (independent seeds), per simulated pair."""
+    rng = np.random.default_rng(4)
+    out = np.empty(sweeps)
+    for i in range(sweeps):
+        fits = []
+        for t in truths:
+            B, v, c, lo = simulate_crossings(sizes, seeds, t, rng)
+            fits.append(fit_power_law(B, v, c, lower=lo, n_boot=n_boot, rng=rng))
+        low, high, _, _ = difference_interval(fits[0], fits[1])
+        out[i] = high - low
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sweeps", type=int, default=100, help="simulated sweeps per design")
@@ -104,6 +119,12 @@ def main() -> None:
     label = "equal 3 per size (dense evals)"
     alloc = " ".join(f"{b}:{n}" for b, n in zip(sizes, seeds))
     print(f"{label:52s} {alloc:34s} {sum(seeds):4d} {planned:8.3f} {med:8.3f} {med / planned:6.2f}")
+    pair = [DESIGNS["make-study-like sigma 0.21, geometric evals"][0]] * 2
+    pair[1] = Truth(0.4, pair[0].intercept, pair[0].sigma, pair[0].budget, pair[0].schedule)
+    d = plan_design(DESIGNS["make-study-like sigma 0.21, geometric evals"][1], pair, 0.15)
+    med = float(np.median(difference_widths(pair, d.sizes, d.seeds, args.sweeps, args.bootstrap)))
+    label = "alpha 0.2 vs 0.4 (study-like), difference, each"
+    print(f"{label:52s} {d.allocation():34s} {d.n_runs:4d} {d.width:8.3f} {med:8.3f} {med / d.width:6.2f}")
     if args.full:
         t0 = time.perf_counter()
         med = full_path(truth, sizes, seeds, args.sweeps, args.bootstrap)
