@@ -365,9 +365,11 @@ def schedule_of(runs: pd.DataFrame) -> Schedule:
 def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=None, ignore_keys=()):
     """Fit the pilot runs at ``source`` and return one :class:`PilotCondition` per condition and target.
 
-    sigma is pooled over the conditions of a target (root mean square of the fits' sigma weighted by
-    runs): a pilot has few runs per condition, and the scatter is a property of the setup more than of
-    one learning rate."""
+    sigma is pooled over the conditions of a target, ``sqrt(sum_i n_i s_i^2 / sum_i (n_i - 2))`` with
+    ``s_i`` the maximum-likelihood scatter of condition ``i`` fitted on ``n_i`` runs (the divisor undoes
+    the MLE's ``(n - 2) / n`` shrinkage, which a pilot's few runs make large): a pilot has few runs per
+    condition, and the scatter is a property of the setup more than of one learning rate. Raises
+    ValueError when the source holds no readable run."""
     from analysis.clocks import ClockOptions, build_tables, target_label
     from analysis.load import load_source
     from analysis.report import fit_conditions
@@ -377,7 +379,7 @@ def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=No
     opts = ClockOptions(targets=tuple(targets) if targets else None, ignore_keys=tuple(ignore_keys))
     tables = build_tables(loaded.runs, opts)
     if tables.runs.empty:
-        raise SystemExit(f"rlvr-plan: no readable run in {source}")
+        raise ValueError(f"no readable run in {source}")
     exps, _ = fit_conditions(tables, n_boot=n_boot, joint_model=False)
     exps = exps[exps["clock"] != "failure"]
     out = []
@@ -389,8 +391,9 @@ def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=No
             )
         if rows.empty:
             continue
-        w = rows["n_runs"].to_numpy(float)
-        pooled = float(np.sqrt((w * rows["sigma"].to_numpy(float) ** 2).sum() / w.sum()))
+        n = rows["n_runs"].to_numpy(float)
+        dof = np.maximum(n - 2, 0).sum()
+        pooled = float(np.sqrt((n * rows["sigma"].to_numpy(float) ** 2).sum() / dof)) if dof > 0 else math.nan
         for r in rows.itertuples():
             runs = tables.runs[(tables.runs["condition"] == r.condition) & tables.runs["in_fit"]]
             budget = float(np.nanmedian(runs["budget"])) if runs["budget"].notna().any() else math.inf
@@ -416,10 +419,6 @@ def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=No
 
 
 # ----------------------------------------------------------------------------------------------- CLI
-def _fmt_hours(seconds: float) -> str:
-    return "–" if not math.isfinite(seconds) else f"{seconds / 3600:.3g}"
-
-
 def design_row(label: str, target: str, design: Design, rps: float | None, have=None) -> dict:
     row = {
         "condition": label,
@@ -544,7 +543,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rlvr-plan: {problem}", file=sys.stderr)
         return 2
     if args.source is not None:
-        conds = pilot_conditions(args.source, args.targets, args.bootstrap, throughput, args.ignore_keys)
+        try:
+            conds = pilot_conditions(args.source, args.targets, args.bootstrap, throughput, args.ignore_keys)
+        except ValueError as err:
+            print(f"rlvr-plan: {err}", file=sys.stderr)
+            return 2
         if not conds:
             print(f"rlvr-plan: no condition of {args.source} has a fitted exponent", file=sys.stderr)
             return 2
@@ -560,6 +563,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.eval_every is None
             else Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling),
         )
+    for c in [c for c in conds if not c.truth.sigma > 0]:
+        print(
+            f"note: {c.condition} {c.target}: the pilot gives no scatter (sigma {c.truth.sigma:g}); pass --sigma"
+        )
+        conds.remove(c)
+    if args.source is not None and not conds:
+        return 2
     if args.source is None:
         censoring = args.budget is not None
         schedule = (

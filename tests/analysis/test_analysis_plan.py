@@ -187,7 +187,17 @@ def test_pilot_runs_cli(tmp_path, capsys):
     )
     plan = pd.read_csv(out / "plan.csv")
     assert sorted(plan["condition"]) == ["lr.ref_lr=1e-05", "lr.ref_lr=1e-06"]
-    assert plan["sigma"].nunique() == 1  # pooled
+    # sigma pooled over the conditions with the MLE's degrees of freedom undone
+    from analysis.clocks import build_tables
+    from analysis.load import load_source
+    from analysis.report import fit_conditions
+
+    exps, _ = fit_conditions(
+        build_tables(load_source(str(tmp_path / "pilot")).runs), n_boot=0, joint_model=False
+    )
+    exps = exps[exps["clock"] == "target:0.3"]
+    pooled = np.sqrt((exps["n_runs"] * exps["sigma"] ** 2).sum() / (exps["n_runs"] - 2).sum())
+    assert plan["sigma"].tolist() == pytest.approx([pooled, pooled])
     assert (plan["planned_width"] <= 0.12).all() and (plan["pilot_runs"] == "32:3 64:3 128:3 256:3").all()
     # cost: every run spends its budget (30,000 responses: whole rollouts), GPU-hours at 10 responses/s
     per_run = {32: 30016, 64: 30016, 128: 30080, 256: 30208}
@@ -198,3 +208,16 @@ def test_pilot_runs_cli(tmp_path, capsys):
         assert r.wall_hours_serial > 0  # the synthetic runs' wall clock: 0.5 + 0.01 B s per rollout
     diff = pd.read_csv(out / "plan_difference.csv")
     assert len(diff) == 1 and diff["planned_width"].iloc[0] <= 0.12
+
+
+def test_planning_for_the_best_b(tmp_path, capsys):
+    """--b-factor F: with wall seconds per rollout s0 + s1 B the optimum is (s0/s1)(1 - alpha)/alpha, and
+    knowing it within a factor F needs an alpha interval of width log(F) alpha (1 - alpha)."""
+    argv = ["--sigma", "0.21", "--alpha", "0.2", "--sizes", "32", "64", "128", "256", "512", "1024"]
+    argv += ["--seconds-per-rollout", "0.5", "0.01", "--b-factor", "2", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    need = math.log(2) * 0.2 * 0.8
+    assert f"needs an alpha interval of width {need:.3f}" in capsys.readouterr().out
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    assert plan["requested_width"].iloc[0] == pytest.approx(need, rel=1e-3)
+    assert plan["planned_width"].iloc[0] <= need
