@@ -1,4 +1,4 @@
-"""``rlvr-plan`` (analysis/plan.py): the evaluation grid, the expected information, the allocation, and
+"""``rlvr-plan`` (analysis/plan.py, analysis/plan_cli.py): the evaluation grid, the expected information, the allocation, and
 the check that sweeps drawn at a planned design give the planned interval width with the real fit."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from analysis.plan import (
     alpha_variance,
     design_width,
     eval_grid,
-    main,
     plan_design,
     simulate_widths,
     size_information,
 )
+from analysis.plan_cli import main
 from analysis.synthetic import SyntheticSpec, records, write_sweep
 
 
