@@ -10,8 +10,9 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``sigmoid.csv``, ``skipped.csv``, ``report.md``, ``report.html`` (the report as one
-self-contained page with the figures inline and the provenance) and the PNG/PDF figures
+``noise_scale.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``, ``skipped.csv``,
+``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
+provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
 ``skipped.csv`` and the report); 2 when the source holds no readable run.
 """
@@ -39,6 +40,7 @@ from analysis.markdown import exponent_table, plain_table, source_messages, writ
 from analysis.noise_scale import agreement, noise_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
+from analysis.which_b import parse_throughput, throughput_point, which_b_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sigmoid-bootstrap", type=int, default=200, help="bootstrap resamples of the sigmoid fits (0: none)"
     )
+    p.add_argument(
+        "--throughput", nargs="+", type=throughput_point, default=None, metavar="B:RPS",
+        help="responses/s at B on your hardware for which_b.csv (default: the runs' wall_seconds clock)",
+    )  # fmt: skip
     p.add_argument("--no-sigmoid", action="store_true", help="skip the accuracy-vs-compute sigmoid fits")
     p.add_argument(
         "--no-joint", action="store_true", help="skip the joint (correlated) model of the two clocks"
@@ -195,6 +201,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     correlations = seed_correlations(tables, fits)
     resampling = dict(zip(exponents["condition"], exponents["resampling"]))
     noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
+    which_b = which_b_table(tables, fits, parse_throughput(args.throughput) if args.throughput else None)
     exponents = agreement(exponents, noise)
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
@@ -214,6 +221,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     common.to_csv(out / "common_exponent.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
+    which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
         sig.to_csv(out / "sigmoid.csv", index=False)
     pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
@@ -273,6 +281,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "noise": noise,
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
+            "which_b": which_b,
         },
     )
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})

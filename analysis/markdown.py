@@ -426,6 +426,9 @@ def write_report(
             for r in comparisons.itertuples()
         ]
         lines.append(markdown_table(["clock", "change", "a", "b", "b − a", "95% CI", "p (bootstrap)"], rows))
+    from analysis.which_b import which_b_lines  # the best B in wall time and FLOPs (which_b.csv)
+
+    lines += which_b_lines(extra.get("which_b"))
     if skipped:
         lines += ["", "## Skipped runs", ""]
         lines += [f"- `{s.run}`: {s.reason}" for s in skipped]

@@ -36,8 +36,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_LANGS = {"bash", "sh", "shell", "console", "zsh"}
-PROGRAMS = {"rlvr-train", "rlvr-grid", "rlvr-analyze", "make", "python", "torchrun", "bash", "pip", "cp"}
-INLINE_PROGRAMS = {"rlvr-train", "rlvr-grid", "rlvr-analyze", "make"}
+PROGRAMS = {
+    "rlvr-train",
+    "rlvr-grid",
+    "rlvr-analyze",
+    "rlvr-plan",
+    "make",
+    "python",
+    "torchrun",
+    "bash",
+    "pip",
+    "cp",
+}
+INLINE_PROGRAMS = {"rlvr-train", "rlvr-grid", "rlvr-analyze", "rlvr-plan", "make"}
 PLACEHOLDER = "..."  # `rlvr-train -m ... slurm=gpu_2x8`: the rest of the command still composes
 
 
@@ -232,6 +243,14 @@ def _analyze_rule(cmd: Command) -> Coverage | None:
     )
 
 
+def _plan_rule(cmd: Command) -> Coverage | None:
+    if Path(cmd.argv[0]).name == "rlvr-plan":
+        return Coverage(
+            "run", "rlvr-plan with these flags on the block's run directories, or a synthetic sweep"
+        )
+    return None
+
+
 def _make_rule(cmd: Command) -> Coverage | None:
     argv = cmd.argv
     if argv[0] != "make" or len(argv) < 2:
@@ -271,6 +290,7 @@ RULES: list[Rule] = [
     ("hydra", _hydra_rule),
     ("rlvr-grid", _grid_rule),
     ("rlvr-analyze", _analyze_rule),
+    ("rlvr-plan", _plan_rule),
     ("make", _make_rule),
     (
         "synthetic",
@@ -608,6 +628,15 @@ def test_documented_cheap_commands_run(block, tmp_path, tmp_path_factory):
                 # test_documented_analyze_flags_parse)
                 source, rest = _synthetic_sweep(tmp_path_factory.getbasetemp()), _drop_selection(rest)
             argv = ["rlvr-analyze", str(source), *rest]
+        elif prog == "rlvr-plan":
+            # `python -m analysis.plan_cli` is the rlvr-plan entry point (pyproject.toml) without reinstalling
+            rest = argv[1:]
+            if rest and not rest[0].startswith("-"):
+                source = scratch / rest[0]
+                if not source.exists():
+                    source = _synthetic_sweep(tmp_path_factory.getbasetemp())
+                rest = [str(source), *rest[1:]]
+            argv = [sys.executable, "-m", "analysis.plan_cli", *rest]
         elif prog == "rlvr-train":
             argv = ["rlvr-train", *argv[1:]]
         proc = subprocess.run(argv, cwd=scratch, env=_env(), capture_output=True, text=True, timeout=600)

@@ -1,0 +1,410 @@
+"""How many runs, at which rollout sizes, for an exponent to a stated precision (``rlvr-plan``:
+:mod:`analysis.plan_cli`; docs/study.md).
+
+**Model.** The fit of :mod:`analysis.fit`: ``log R = a + alpha log B + sigma eps`` with
+``eps ~ N(0, 1)``, a run at size ``B`` observed only through the evaluation grid of that size. Its
+crossing falls in one of the intervals ``(0, t_1], (t_1, t_2], ..., (t_{m-1}, t_m]`` between its
+evaluations (``t_i`` on rollout boundaries: a crossing is known to one rollout at most, and to one
+evaluation spacing, whichever is coarser: the *resolution*) or beyond the last one ``t_m`` (the run ends
+at its budget: *right-censored*). The observation is discrete, so its expected Fisher information is a
+finite sum, computed exactly rather than by quadrature or simulation::
+
+    I_B(theta) = sum_k  grad p_k grad p_k^T / p_k,    p_k = Phi(z_k) - Phi(z_{k-1}),
+    z_k = (log t_k - a - alpha log B) / sigma,         theta = (a, alpha, log sigma)
+
+A design with ``n_B`` seeds at size ``B`` has information ``sum_B n_B I_B``; the variance of the
+exponent is ``V = [I^{-1}]_{alpha alpha}`` (resolution and censoring both make ``I_B`` smaller than the
+uncensored ``n_B (1, log B)(1, log B)^T / sigma^2``, so they cost seeds). The **planned width** is the
+median width of the interval the fit will report::
+
+    width = 2 * t_{N - m}(0.975) * sqrt(V) * sqrt(median(chi2_{N - m}) / (N - m))
+
+with ``N`` runs at ``m`` sizes: the fit's bootstrap interval is scaled to a Student-t pivot with
+``N - m`` degrees of freedom (:mod:`analysis.fit`), and it is proportional to the estimated scatter,
+whose median is ``sigma`` times the last factor. Expected information was chosen over a simulation-based
+plan because it is exact for the discretised observation and costs microseconds per design, so the
+allocation can be searched seed by seed; the simulation is kept for checking
+(:func:`simulate_widths`: the median achieved width of the project's own fit on sweeps drawn at the
+planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/plan_check.py``).
+
+**Allocation.** Greedy in seeds: every candidate size starts with ``min_seeds`` (default 2) runs, and
+each further run goes to the size whose run lowers ``V`` the most per response spent, until the planned
+width is met. For a straight line the extremes carry most of the information, so extra seeds collect at
+the smallest and largest sizes; the interior sizes keep ``min_seeds`` each, because the lack-of-fit test
+and the broken-power-law check (:mod:`analysis.gof`) need them and a bent line would bias a two-size
+design. A size where the run would be censored with probability above ``max_censored`` (default 0.9)
+at the budget is dropped (its runs cost the budget and carry almost no information), and said so.
+
+**Difference of two conditions** ``alpha_1 - alpha_2`` with the same design in both: variance
+``V_1 + V_2 - 2 rho sqrt(V_1 V_2)``, ``rho`` the correlation of the two exponents' estimates (0 for
+independent seeds; with paired seeds it is about the correlation of the same seed's residuals between
+the conditions), ``N_1 + N_2 - 2m`` degrees of freedom.
+
+**Cost.** A run costs its budget in responses (rounded up to whole rollouts); the wall time of a run at
+``B`` is responses times seconds per response at ``B`` (the pilot's ``wall_seconds`` clock, fitted as
+``seconds per rollout = s0 + s1 B``, or ``--throughput B:rps`` points: :mod:`analysis.which_b`), summed
+over runs (serial: divide by the runs you can run at once). GPU-hours are total responses divided by
+``--responses-per-second`` (the rate of one GPU on your hardware).
+
+Assumptions: the log-normal line holds over the sizes (check the pilot's lack of fit), sigma does not
+depend on B, the seeds of a condition are independent, failures are not modelled (a run that fails
+first is censored earlier than its budget: plan with a smaller ``--budget`` if many do).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.special import log_ndtr, ndtr, stdtrit
+from scipy.stats import chi2
+
+from analysis.fit import fit_power_law
+
+_SQRT_2PI = math.sqrt(2 * math.pi)
+
+
+# ---------------------------------------------------------------------------------- evaluation grid
+@dataclass(frozen=True)
+class Schedule:
+    """The trainer's evaluation schedule (``eval.schedule``; ``rlvr_scaling/evaluation.py``), here
+    because the analysis never imports the trainer; a test checks the two agree."""
+
+    kind: str = "linear"  # linear | geometric
+    every: float = 2048  # eval.every_responses (geometric: the largest spacing)
+    first: float = 64  # eval.first_responses (geometric)
+    points_per_doubling: int = 4  # eval.points_per_doubling (geometric)
+
+    def next_point(self, responses: float) -> float:
+        """The first scheduled point strictly after ``responses``."""
+        if self.kind == "linear":
+            return (responses // self.every + 1) * self.every
+        ratio = 2.0 ** (1.0 / self.points_per_doubling)
+        point, k = self.first, 0
+        while point <= responses:
+            nxt = round(self.first * ratio ** (k + 1))
+            if nxt - point > self.every:
+                return point + ((responses - point) // self.every + 1) * self.every
+            point, k = nxt, k + 1
+        return point
+
+
+def eval_grid(size: float, budget: float, schedule: Schedule | None) -> np.ndarray:
+    """Responses at each evaluation after step 0 of a run of rollout size ``size`` that stops at the
+    first rollout boundary at or past ``budget``: the first boundary at or past every scheduled point,
+    and the end. ``schedule=None``: an evaluation after every rollout."""
+    n_rollouts = max(math.ceil(budget / size), 1)
+    end = n_rollouts * size
+    if schedule is None:
+        return size * np.arange(1, n_rollouts + 1, dtype=float)
+    out, last = [], 0.0
+    while True:
+        at = math.ceil(schedule.next_point(last) / size) * size
+        if at >= end:
+            break
+        out.append(float(at))
+        last = at
+    out.append(float(end))
+    return np.asarray(out)
+
+
+# ------------------------------------------------------------------------------- expected information
+@dataclass(frozen=True)
+class Truth:
+    """What the plan assumes about one condition and target."""
+
+    alpha: float  # exponent
+    intercept: float  # a = log c (log of the median crossing at B = 1)
+    sigma: float  # scatter of log R at a size
+    budget: float = math.inf  # train.max_responses (inf: never censored)
+    schedule: Schedule | None = None  # evaluation schedule (None with an infinite budget: exact times)
+
+
+def _edges(size: float, truth: Truth) -> np.ndarray:
+    """Log-space interval edges of the observation at ``size``: -inf, log t_1, ..., log t_m, +inf;
+    exact observation (no finite edges) when the budget is infinite and there is no schedule."""
+    if not math.isfinite(truth.budget):
+        return np.array([-np.inf, np.inf])
+    return np.concatenate([[-np.inf], np.log(eval_grid(size, truth.budget, truth.schedule)), [np.inf]])
+
+
+def size_information(size: float, truth: Truth) -> tuple[np.ndarray, float]:
+    """Expected Fisher information ``[3, 3]`` of one run at ``size`` about ``(a, alpha, log sigma)``,
+    and the probability that the run is right-censored (module docstring)."""
+    x = math.log(size)
+    mu = truth.intercept + truth.alpha * x
+    edges = _edges(size, truth)
+    if edges.size == 2:  # exact log-normal observation
+        info = np.array([[1, x, 0], [x, x * x, 0], [0, 0, 2.0 * truth.sigma**2]]) / truth.sigma**2
+        return info, 0.0
+    z = (edges - mu) / truth.sigma
+    finite = np.isfinite(z)
+    zf = np.where(finite, z, 0.0)
+    dens = np.where(finite, np.exp(-0.5 * zf * zf) / _SQRT_2PI, 0.0)
+    # d z / d theta at each edge: (-1/sigma, -x/sigma, -z); zero contribution where z is infinite
+    dz = np.stack([np.full_like(zf, -1 / truth.sigma), np.full_like(zf, -x / truth.sigma), -zf], 1)
+    dphi = dens[:, None] * dz  # d Phi(z_k) / d theta
+    cdf = ndtr(z)
+    p = np.diff(cdf)
+    grad = np.diff(dphi, axis=0)
+    keep = p > 1e-300
+    info = (grad[keep, :, None] * grad[keep, None, :] / p[keep, None, None]).sum(0)
+    p_censored = float(np.exp(log_ndtr(-z[-2])))
+    return info, p_censored
+
+
+def width_factor(df: int) -> float:
+    """``2 t_df(0.975) sqrt(median(chi2_df) / df)``: planned width per unit standard error."""
+    if df < 1:
+        return math.inf
+    return float(2 * stdtrit(df, 0.975) * math.sqrt(chi2.median(df) / df))
+
+
+def alpha_variance(info: np.ndarray) -> float:
+    try:
+        return float(np.linalg.inv(info)[1, 1])
+    except np.linalg.LinAlgError:
+        return math.inf
+
+
+# -------------------------------------------------------------------------------------- allocation
+@dataclass
+class Design:
+    """Seeds per size and what they buy."""
+
+    sizes: np.ndarray  # rollout sizes kept
+    seeds: np.ndarray  # runs per size
+    width: float  # planned median width of the 95 % interval
+    se: float  # sqrt of the expected-information variance of the exponent
+    p_censored: np.ndarray  # probability a run at each size is right-censored at the budget
+    resolution: np.ndarray  # coarsest evaluation bracket near the median crossing, relative (t_k/t_{k-1} - 1)
+    responses: float = math.nan  # total responses of the design
+    wall_seconds: float = math.nan  # serial wall time
+    dropped: list[str] = field(default_factory=list)
+    reached: bool = True  # the requested width is met within max_runs
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.seeds.sum())
+
+    def allocation(self) -> str:
+        return " ".join(f"{b:g}:{n}" for b, n in zip(self.sizes, self.seeds))
+
+
+def run_responses(size: float, budget: float) -> float:
+    """Responses one run spends: its budget rounded up to whole rollouts."""
+    return max(math.ceil(budget / size), 1) * size if math.isfinite(budget) else math.nan
+
+
+def _resolution(size: float, truth: Truth) -> float:
+    edges = _edges(size, truth)
+    if edges.size == 2:
+        return 0.0
+    t = np.exp(edges[1:-1])
+    median = math.exp(truth.intercept + truth.alpha * math.log(size))
+    k = int(np.searchsorted(t, median))
+    if k >= t.size:
+        return math.nan
+    lower = t[k - 1] if k > 0 else 0.0
+    return float(t[k] / lower - 1) if lower > 0 else math.inf
+
+
+def plan_design(
+    sizes,
+    truths: list[Truth],
+    width: float,
+    *,
+    rho: float = 0.0,
+    min_seeds: int = 2,
+    max_runs: int = 2000,
+    max_censored: float = 0.9,
+    seconds_per_response=None,
+) -> Design:
+    """Greedy allocation (module docstring) for one condition (``truths`` of length 1) or for the
+    difference of two conditions run with the same design (length 2, correlation ``rho``)."""
+    sizes = np.asarray(sorted({float(b) for b in sizes}), float)
+    infos = np.stack([[size_information(b, t)[0] for b in sizes] for t in truths])  # [c, m, 3, 3]
+    pcens = np.array([[size_information(b, t)[1] for b in sizes] for t in truths]).max(0)
+    keep = pcens <= max_censored
+    dropped = [
+        f"B={b:g} dropped: a run there is censored at the budget with probability {p:.2f}"
+        for b, p in zip(sizes[~keep], pcens[~keep])
+    ]
+    if keep.sum() < 2:
+        keep = np.argsort(pcens)[:2]
+        keep = np.isin(np.arange(sizes.size), keep)
+        dropped.append("fewer than 2 sizes below the censoring limit: the 2 least censored kept")
+    sizes, infos, pcens = sizes[keep], infos[:, keep], pcens[keep]
+    budget = truths[0].budget
+    cost = np.array([run_responses(b, budget) if math.isfinite(budget) else 1.0 for b in sizes])
+    n = np.full(sizes.size, min_seeds, dtype=int)
+
+    def variance(counts: np.ndarray) -> float:
+        vs = [alpha_variance(np.einsum("m,mij->ij", counts.astype(float), info)) for info in infos]
+        if len(vs) == 1:
+            return vs[0]
+        return vs[0] + vs[1] - 2 * rho * math.sqrt(vs[0] * vs[1])
+
+    def planned(counts: np.ndarray, v: float) -> float:
+        df = len(truths) * (int(counts.sum()) - int((counts > 0).sum()))
+        return width_factor(df) * math.sqrt(v) if v >= 0 else math.nan
+
+    v = variance(n)
+    while planned(n, v) > width and n.sum() < max_runs:
+        gains = []
+        for j in range(sizes.size):
+            trial = n.copy()
+            trial[j] += 1
+            gains.append((v - variance(trial)) / cost[j])
+        j = int(np.argmax(gains))
+        n[j] += 1
+        v = variance(n)
+    w = planned(n, v)
+    design = Design(
+        sizes=sizes,
+        seeds=n,
+        width=w,
+        se=math.sqrt(v),
+        p_censored=pcens,
+        resolution=np.array([_resolution(b, truths[0]) for b in sizes]),
+        dropped=dropped,
+        reached=w <= width,
+    )
+    if math.isfinite(budget):
+        per_run = np.array([run_responses(b, budget) for b in sizes])
+        design.responses = float(len(truths) * (n * per_run).sum())
+        if seconds_per_response is not None:
+            spr = np.array([seconds_per_response(b) for b in sizes])
+            design.wall_seconds = float(len(truths) * (n * per_run * spr).sum())
+    return design
+
+
+def design_width(sizes, seeds, truth: Truth) -> float:
+    """Planned width of a given design (no search)."""
+    sizes, seeds = np.asarray(sizes, float), np.asarray(seeds, int)
+    info = sum(n * size_information(b, truth)[0] for b, n in zip(sizes, seeds))
+    return width_factor(int(seeds.sum()) - int((seeds > 0).sum())) * math.sqrt(alpha_variance(info))
+
+
+# ----------------------------------------------------------------------------------------- checking
+def simulate_crossings(sizes, seeds, truth: Truth, rng: np.random.Generator):
+    """One sweep at the design, measured as :mod:`analysis.clocks` measures it: per run the rollout
+    size, the clock at the first evaluation at or past the crossing (or the last evaluation when it is
+    never reached), censored, and the evaluation before it (0: the step-0 one)."""
+    B, values, censored, lower = [], [], [], []
+    for b, n in zip(sizes, seeds):
+        r = np.exp(truth.intercept + truth.alpha * math.log(b) + truth.sigma * rng.standard_normal(int(n)))
+        if not math.isfinite(truth.budget):
+            B += [b] * int(n)
+            values += list(r)
+            censored += [False] * int(n)
+            lower += [math.nan] * int(n)
+            continue
+        grid = eval_grid(b, truth.budget, truth.schedule)
+        k = np.searchsorted(grid, r, side="left")  # first evaluation with clock >= crossing
+        cens = k >= grid.size
+        kk = np.minimum(k, grid.size - 1)
+        B += [b] * int(n)
+        values += list(grid[kk])
+        censored += list(cens)
+        lower += list(np.where(cens, np.nan, np.where(kk > 0, grid[np.maximum(kk - 1, 0)], 0.0)))
+    return np.array(B), np.array(values), np.array(censored), np.array(lower)
+
+
+def simulate_widths(
+    sizes, seeds, truth: Truth, n_sweeps: int = 100, n_boot: int = 200, seed: int = 0
+) -> np.ndarray:
+    """Widths of the fit's 95 % interval (:func:`analysis.fit.fit_power_law`, bootstrap) on
+    ``n_sweeps`` sweeps simulated at the design."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_sweeps)
+    for i in range(n_sweeps):
+        B, v, c, lo = simulate_crossings(sizes, seeds, truth, rng)
+        fit = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, rng=rng)
+        out[i] = fit.ci_high - fit.ci_low
+    return out
+
+
+# ------------------------------------------------------------------------------------ pilot inputs
+@dataclass
+class PilotCondition:
+    condition: str
+    target: str
+    truth: Truth
+    sizes: np.ndarray  # sizes of the pilot
+    have: dict[float, int]  # pilot runs per size
+    seconds_per_response: object = None  # callable B -> seconds, or None
+
+
+def schedule_of(runs: pd.DataFrame) -> Schedule:
+    """The evaluation schedule from the runs' config columns (``eval.*``); linear when not recorded."""
+
+    def value(key, default):
+        if key in runs.columns and runs[key].notna().any():
+            return runs[key].dropna().iloc[0]
+        return default
+
+    return Schedule(
+        kind=str(value("eval.schedule", "linear")),
+        every=float(value("eval.every_responses", 2048)),
+        first=float(value("eval.first_responses", 64)),
+        points_per_doubling=int(value("eval.points_per_doubling", 4)),
+    )
+
+
+def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=None, ignore_keys=()):
+    """Fit the pilot runs at ``source`` and return one :class:`PilotCondition` per condition and target.
+
+    sigma is pooled over the conditions of a target, ``sqrt(sum_i n_i s_i^2 / sum_i (n_i - 2))`` with
+    ``s_i`` the maximum-likelihood scatter of condition ``i`` fitted on ``n_i`` runs (the divisor undoes
+    the MLE's ``(n - 2) / n`` shrinkage, which a pilot's few runs make large): a pilot has few runs per
+    condition, and the scatter is a property of the setup more than of one learning rate. Raises
+    ValueError when the source holds no readable run."""
+    from analysis.clocks import ClockOptions, build_tables, target_label
+    from analysis.load import load_source
+    from analysis.report import fit_conditions
+    from analysis.which_b import seconds_per_response_model
+
+    loaded = load_source(source)
+    opts = ClockOptions(targets=tuple(targets) if targets else None, ignore_keys=tuple(ignore_keys))
+    tables = build_tables(loaded.runs, opts)
+    if tables.runs.empty:
+        raise ValueError(f"no readable run in {source}")
+    exps, _ = fit_conditions(tables, n_boot=n_boot, joint_model=False)
+    exps = exps[exps["clock"] != "failure"]
+    out = []
+    for clock in [target_label(a) for a in tables.targets]:
+        rows = exps[(exps["clock"] == clock) & np.isfinite(exps["exponent"]) & np.isfinite(exps["sigma"])]
+        for r in exps[(exps["clock"] == clock) & ~exps.index.isin(rows.index)].itertuples():
+            print(
+                f"note: {r.condition} {clock}: no exponent from the pilot ({r.warnings or 'not fitted'}); no plan"
+            )
+        if rows.empty:
+            continue
+        n = rows["n_runs"].to_numpy(float)
+        dof = np.maximum(n - 2, 0).sum()
+        pooled = float(np.sqrt((n * rows["sigma"].to_numpy(float) ** 2).sum() / dof)) if dof > 0 else math.nan
+        for r in rows.itertuples():
+            runs = tables.runs[(tables.runs["condition"] == r.condition) & tables.runs["in_fit"]]
+            budget = float(np.nanmedian(runs["budget"])) if runs["budget"].notna().any() else math.inf
+            truth = Truth(
+                alpha=float(r.exponent),
+                intercept=float(math.log(r.prefactor)),
+                sigma=pooled,
+                budget=budget,
+                schedule=schedule_of(runs),
+            )
+            spr = seconds_per_response_model(tables, r.condition, throughput)
+            out.append(
+                PilotCondition(
+                    condition=r.condition,
+                    target=clock,
+                    truth=truth,
+                    sizes=np.unique(runs["B"].to_numpy(float)),
+                    have={float(b): int(c) for b, c in runs["B"].value_counts().items()},
+                    seconds_per_response=spr,
+                )
+            )
+    return out

@@ -1,0 +1,223 @@
+"""``rlvr-plan`` (analysis/plan.py, analysis/plan_cli.py): the evaluation grid, the expected information, the allocation, and
+the check that sweeps drawn at a planned design give the planned interval width with the real fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.plan import (
+    Schedule,
+    Truth,
+    alpha_variance,
+    design_width,
+    eval_grid,
+    plan_design,
+    simulate_widths,
+    size_information,
+)
+from analysis.plan_cli import main
+from analysis.synthetic import SyntheticSpec, records, write_sweep
+
+
+@pytest.mark.parametrize("schedule", ["linear", "geometric"])
+def test_schedule_matches_the_trainer(schedule):
+    from rlvr_scaling.config import EvalConfig
+    from rlvr_scaling.evaluation import next_eval_point
+
+    cfg = EvalConfig(schedule=schedule, every_responses=1000, first_responses=48, points_per_doubling=3)
+    ours = Schedule(schedule, 1000, 48, 3)
+    for responses in list(range(0, 3000, 7)) + [9999, 10000, 10001, 123456]:
+        assert ours.next_point(responses) == next_eval_point(cfg, responses), responses
+
+
+@pytest.mark.parametrize("size", [32, 96, 512, 1024])
+def test_eval_grid_is_where_synthetic_runs_evaluate(size):
+    spec = SyntheticSpec(sizes=(size,), seeds=1, budget=30000, eval_every=256, gamma=None, b_noise=None)
+    rows = records(spec)[0].rows
+    evaluated = [r["responses"] for r in rows if "eval/accuracy" in r][1:]  # after the step-0 one
+    np.testing.assert_array_equal(eval_grid(size, 30000, Schedule("linear", 256)), evaluated)
+
+
+def test_fine_evaluations_give_the_uncensored_information():
+    """Evaluations 0.1 % apart and a budget far past every crossing: the interval-censored information
+    is the exact log-normal one, (1, x)(1, x)^T / sigma^2 and 2 for log sigma."""
+    sigma, x = 0.25, math.log(4.0)
+    truth = Truth(
+        alpha=0.3, intercept=math.log(2000), sigma=sigma, budget=60000, schedule=Schedule("linear", 4)
+    )
+    info, p_censored = size_information(4.0, truth)
+    exact = np.array([[1, x, 0], [x, x * x, 0], [0, 0, 2 * sigma**2]]) / sigma**2
+    np.testing.assert_allclose(info, exact, rtol=2e-3, atol=1e-3)
+    assert p_censored < 1e-6
+    exact_truth = Truth(alpha=0.3, intercept=math.log(2000), sigma=sigma)  # infinite budget: exact times
+    np.testing.assert_allclose(size_information(4.0, exact_truth)[0], exact)
+
+
+def test_censoring_and_coarse_evaluations_cost_information():
+    sizes = [32, 128, 512]
+
+    def v(budget, every):
+        truth = Truth(0.4, math.log(2000), 0.3, budget, Schedule("linear", every))
+        return alpha_variance(sum(size_information(b, truth)[0] for b in sizes))
+
+    assert v(100000, 64) < v(100000, 4096) < v(100000, 16384)
+    assert v(100000, 256) < v(30000, 256) < v(15000, 256)
+
+
+def test_without_censoring_the_plan_is_least_squares():
+    """Exact times: the planned variance is sigma^2 / Sxx of the design, the extra seeds go to the
+    extreme sizes, the interior keeps min_seeds, and the width asked for is met."""
+    truth = Truth(alpha=0.2, intercept=math.log(1000), sigma=0.21)
+    sizes = [32, 64, 128, 256, 512]
+    d = plan_design(sizes, [truth], 0.12)
+    x = np.repeat(np.log(d.sizes), d.seeds)
+    assert d.se**2 == pytest.approx(truth.sigma**2 / ((x - x.mean()) ** 2).sum(), rel=1e-9)
+    assert d.width <= 0.12 and d.reached
+    assert list(d.seeds[1:-1]) == [2, 2, 2] and min(d.seeds[0], d.seeds[-1]) > 2
+    smaller = d.seeds.copy()
+    smaller[np.argmax(smaller)] -= 1
+    assert design_width(d.sizes, smaller, truth) > 0.12 * 0.97  # no run to spare (up to one step)
+
+
+def test_a_size_censored_almost_surely_is_dropped():
+    truth = Truth(0.5, math.log(2000), 0.2, 20000, Schedule("linear", 256))  # median at 1024: 64,000
+    d = plan_design([32, 64, 128, 256, 1024], [truth], 0.3)
+    assert 1024 not in d.sizes and any("B=1024 dropped" in m for m in d.dropped)
+    assert (d.p_censored <= 0.9).all()
+
+
+def test_difference_of_two_conditions():
+    truth = Truth(alpha=0.2, intercept=math.log(1000), sigma=0.21)
+    sizes = [32, 128, 512]
+    one = plan_design(sizes, [truth], 0.0, max_runs=30)  # width 0: runs to max_runs, same greedy path
+    two = plan_design(sizes, [truth, truth], 0.0, max_runs=30)
+    paired = plan_design(sizes, [truth, truth], 0.0, rho=0.5, max_runs=30)
+    assert list(one.seeds) == list(two.seeds) == list(paired.seeds)
+    assert two.se**2 == pytest.approx(2 * one.se**2)
+    assert paired.se**2 == pytest.approx(one.se**2)  # 2V - 2 * 0.5 * V
+
+
+@pytest.mark.parametrize(
+    "truth,sizes,width,naive_misses",
+    [
+        # sigma of `make study`, its geometric evaluation schedule and budget
+        (
+            Truth(0.2, math.log(1500), 0.21, 16384, Schedule("geometric", 2048, 64, 4)),
+            (32, 64, 128, 256, 512),
+            0.12,
+            False,
+        ),
+        # sparse evaluations (crossings known to one rollout at B = 2048) and censoring at the largest sizes
+        (
+            Truth(0.3, math.log(3000), 0.2, 24000, Schedule("linear", 4096)),
+            (128, 256, 512, 1024, 2048),
+            0.25,
+            True,
+        ),
+    ],
+    ids=["study-like", "coarse-and-censored"],
+)
+def test_planned_width_is_achieved(truth, sizes, width, naive_misses):
+    """100 sweeps at the planned design, each fitted by analysis.fit (bootstrap): the median width of
+    the 95 % interval is within +-20 % of the planned width. In the coarse-and-censored case a plan that
+    ignored resolution and censoring (exact times) would miss by more than that."""
+    d = plan_design(sizes, [truth], width)
+    assert d.reached and d.width <= width
+    widths = simulate_widths(d.sizes, d.seeds, truth, n_sweeps=100, n_boot=200, seed=3)
+    assert np.isinf(widths).mean() < 0.1  # a censored sweep can leave the interval unbounded (fit.py)
+    achieved = np.median(widths)
+    assert abs(achieved / d.width - 1) < 0.2, (d.allocation(), d.width, achieved)
+    if naive_misses:
+        naive = design_width(d.sizes, d.seeds, Truth(truth.alpha, truth.intercept, truth.sigma))
+        assert abs(achieved / naive - 1) > 0.2, (naive, achieved)
+
+
+def test_stated_inputs_cli(capsys):
+    argv = ["--sigma", "0.21", "--alpha", "0.2", "--sizes", "32", "64", "128", "256", "512"]
+    argv += [
+        "--prefactor",
+        "1500",
+        "--budget",
+        "16384",
+        "--eval-every",
+        "512",
+        "--responses-per-second",
+        "40",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "32:" in out and "512:" in out and "alpha_1 - alpha_2" in out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--sigma", "0.2", "--sizes", "32", "64"], "--alpha"),
+        (["--sigma", "0.2", "--alpha", "0.2", "--sizes", "32", "64", "--throughput", "64"], "--throughput"),
+        (["--sigma", "0.2", "--alpha", "0.2", "--sizes", "32", "64", "--min-seeds", "1"], "--min-seeds"),
+        (["--sigma", "0.2", "--alpha", "0.2", "--sizes", "32", "64", "--budget", "9000"], "--prefactor"),
+    ],
+)
+def test_bad_inputs_name_the_flag(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_pilot_runs_cli(tmp_path, capsys):
+    """From pilot run directories: a plan per condition and target, the pooled sigma, the pilot's
+    runs per size, the wall time from its wall_seconds clock, and the difference of the two conditions."""
+    common = {"sizes": (32, 64, 128, 256), "seeds": 3, "gamma": None, "b_noise": None, "targets": (0.3,)}
+    write_sweep(
+        tmp_path / "pilot",
+        [
+            SyntheticSpec(alpha=0.15, seed=1, overrides=(("lr.ref_lr", 1e-6),), **common),
+            SyntheticSpec(alpha=0.45, seed=2, overrides=(("lr.ref_lr", 1e-5),), **common),
+        ],
+    )
+    out = tmp_path / "plan"
+    assert (
+        main(
+            [str(tmp_path / "pilot"), "--out", str(out), "--bootstrap", "50", "--responses-per-second", "10"]
+        )
+        == 0
+    )
+    plan = pd.read_csv(out / "plan.csv")
+    assert sorted(plan["condition"]) == ["lr.ref_lr=1e-05", "lr.ref_lr=1e-06"]
+    # sigma pooled over the conditions with the MLE's degrees of freedom undone
+    from analysis.clocks import build_tables
+    from analysis.load import load_source
+    from analysis.report import fit_conditions
+
+    exps, _ = fit_conditions(
+        build_tables(load_source(str(tmp_path / "pilot")).runs), n_boot=0, joint_model=False
+    )
+    exps = exps[exps["clock"] == "target:0.3"]
+    pooled = np.sqrt((exps["n_runs"] * exps["sigma"] ** 2).sum() / (exps["n_runs"] - 2).sum())
+    assert plan["sigma"].tolist() == pytest.approx([pooled, pooled])
+    assert (plan["planned_width"] <= 0.12).all() and (plan["pilot_runs"] == "32:3 64:3 128:3 256:3").all()
+    # cost: every run spends its budget (30,000 responses: whole rollouts), GPU-hours at 10 responses/s
+    per_run = {32: 30016, 64: 30016, 128: 30080, 256: 30208}
+    for r in plan.itertuples():
+        alloc = dict(item.split(":") for item in r.seeds_per_size.split())
+        assert r.responses == sum(int(n) * per_run[int(float(b))] for b, n in alloc.items())
+        assert r.gpu_hours == pytest.approx(r.responses / 10 / 3600)
+        assert r.wall_hours_serial > 0  # the synthetic runs' wall clock: 0.5 + 0.01 B s per rollout
+    diff = pd.read_csv(out / "plan_difference.csv")
+    assert len(diff) == 1 and diff["planned_width"].iloc[0] <= 0.12
+
+
+def test_planning_for_the_best_b(tmp_path, capsys):
+    """--b-factor F: with wall seconds per rollout s0 + s1 B the optimum is (s0/s1)(1 - alpha)/alpha, and
+    knowing it within a factor F needs an alpha interval of width log(F) alpha (1 - alpha)."""
+    argv = ["--sigma", "0.21", "--alpha", "0.2", "--sizes", "32", "64", "128", "256", "512", "1024"]
+    argv += ["--seconds-per-rollout", "0.5", "0.01", "--b-factor", "2", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    need = math.log(2) * 0.2 * 0.8
+    assert f"needs an alpha interval of width {need:.3f}" in capsys.readouterr().out
+    plan = pd.read_csv(tmp_path / "plan.csv")
+    assert plan["requested_width"].iloc[0] == pytest.approx(need, rel=1e-3)
+    assert plan["planned_width"].iloc[0] <= need
