@@ -7,7 +7,7 @@ at every B and under every learning rate. The within-size bootstrap of :mod:`ana
 runs as if they were independent; when seeds are blocks:
 
 * ``resample="seeds"`` (the default where every seed of a condition has runs at every size of it, with
-  at least 3 seeds) draws seed ids with replacement, each drawn seed bringing all its runs (every size).
+  at least 5 seeds: ``MIN_SEEDS``) draws seed ids with replacement, each drawn seed bringing all its runs (every size).
   The small-sample factor becomes ``sqrt(S / (S - 1)) * t_{S-1}(0.975) / z(0.975)`` for S seeds
   (:func:`analysis.fit.fit_power_law`, ``n_clusters``): the pivot of a mean over S independent blocks.
   It is robust to any correlation within a seed; with none it is wider than the within-size bootstrap
@@ -43,6 +43,9 @@ import pandas as pd
 from analysis.fit import stratified_weights
 
 RESAMPLING = ("seeds", "runs")
+# S seeds have C(2S - 1, S) distinct resamples (3: 10, 4: 35, 5: 126): below 5 the percentile interval
+# of a cluster bootstrap is too coarse to use, and the within-size bootstrap is kept
+MIN_SEEDS = 5
 
 
 def _seed_keys(runs: pd.DataFrame) -> np.ndarray:
@@ -61,8 +64,8 @@ def seed_blocks_apply(runs: pd.DataFrame) -> tuple[bool, str]:
     missing = [s for s in np.unique(seeds) if set(runs["B"][seeds == s]) != sizes]
     if missing:
         return False, f"seed(s) {', '.join(missing[:5])} lack runs at some size"
-    if np.unique(seeds).size < 3:
-        return False, f"only {np.unique(seeds).size} seed(s) (< 3)"
+    if np.unique(seeds).size < MIN_SEEDS:
+        return False, f"only {np.unique(seeds).size} seed(s) (< {MIN_SEEDS})"
     return True, ""
 
 

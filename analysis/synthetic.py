@@ -64,6 +64,9 @@ class SyntheticSpec:
     rho: float = 0.0  # correlation of log time to target and log time to failure
     seed_corr: float = 0.0  # share of the target-time scatter that belongs to the seed (all sizes, all
     # conditions with the same seed_stream): the correlation of one seed's log times between sizes
+    seed_size_corr: float = 0.0  # share that belongs to the (seed, B) pair, shared by the conditions with
+    # the same seed_stream only at that B (same data order and sampling keys): the correlation of one
+    # seed's log times between conditions at one size is seed_corr + seed_size_corr
     seed_stream: int = 0  # conditions with the same stream share their seed effects
     detection_delay: int = 0  # rollouts from failure onset to the detector's decision
     b_noise: float | None = 200.0  # true gradient-noise scale tr Sigma / |G|^2 (None: no noise/ rows)
@@ -166,8 +169,14 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
     for size in spec.sizes:
         for seed in range(spec.seeds):
             eps = rng.standard_normal()
-            if spec.seed_corr:  # a seed is a block: its effect is shared by every size and condition
-                eps = math.sqrt(spec.seed_corr) * seed_effect[seed] + math.sqrt(1.0 - spec.seed_corr) * eps
+            if spec.seed_corr or spec.seed_size_corr:  # a seed is a block shared by sizes and conditions
+                pair = float(np.random.default_rng([spec.seed_stream, 7927, seed, size]).standard_normal())
+                own = 1.0 - spec.seed_corr - spec.seed_size_corr
+                eps = (
+                    math.sqrt(spec.seed_corr) * seed_effect[seed]
+                    + math.sqrt(spec.seed_size_corr) * pair
+                    + math.sqrt(own) * eps
+                )
             eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * rng.standard_normal()
             rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * eps)
             rf = math.inf

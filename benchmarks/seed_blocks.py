@@ -1,9 +1,11 @@
 """Benchmark: coverage and width of the 95 % intervals of alpha and of a difference between two
 conditions, for the seed (cluster) bootstrap and the within-size run bootstrap, when seeds are blocks.
 
-Each draw simulates two conditions (alpha 0.30 and 0.40) that share their seeds: a seed effect with
-correlation ``c`` between one seed's log crossing times at different sizes and in the two conditions
-(:class:`analysis.synthetic.SyntheticSpec` ``seed_corr``), 5 sizes x 5 seeds each, evaluations every 1/8
+Each draw simulates two conditions (alpha 0.30 and 0.40) that share their seeds: one seed's log
+crossing times correlate by ``c`` between the two conditions at one size and by ``c / 2`` between sizes
+(:class:`analysis.synthetic.SyntheticSpec`: ``seed_corr = seed_size_corr = c / 2``; the part shared
+between sizes is an offset that leaves a balanced slope unchanged, the part shared at one size moves
+both conditions' slopes alike, which a paired comparison cancels), 5 sizes x 5 seeds each, evaluations every 1/8
 of the smallest median crossing, no failures. Both are fitted through :func:`analysis.report.fit_conditions`
 and compared through :func:`analysis.report.compare_conditions` (paired when the seeds are resampled as
 clusters: the two conditions draw the same seeds). Printed per correlation and bootstrap: coverage of
@@ -39,7 +41,8 @@ def one_draw(c: float, draw: int, n_boot: int, seeds: int) -> dict[str, tuple]:
             eval_every=707,
             targets=(0.3,),
             b_noise=None,
-            seed_corr=c,
+            seed_corr=c / 2,
+            seed_size_corr=c / 2,
             seed_stream=draw,
             seed=1000 * draw + i,
             overrides=(("lr.ref_lr", 1e-6 * (i + 1)),),

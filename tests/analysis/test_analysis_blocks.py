@@ -1,0 +1,88 @@
+"""Seeds as blocks: which streams a seed shares, the cluster bootstrap, paired comparisons, and the
+measured seed correlations (docs/study.md, "Seeds as blocks")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import stdtrit
+
+from analysis.blocks import MIN_SEEDS, resample_weights, seed_correlations
+from analysis.clocks import build_tables
+from analysis.fit import fit_power_law
+from analysis.report import compare_conditions, fit_conditions
+from analysis.synthetic import SyntheticSpec, records
+
+
+def _runs(seeds=5, corr=0.0, stream=0, lr=1e-6, alpha=0.3, sizes=(32, 64, 128, 256), pair=0.0):
+    spec = SyntheticSpec(
+        sizes=sizes, seeds=seeds, alpha=alpha, gamma=None, seed_corr=corr, seed_stream=stream, seed_size_corr=pair,
+        seed=int(lr * 1e7), overrides=(("lr.ref_lr", lr),), b_noise=None, targets=(0.3,),
+    )  # fmt: skip
+    return spec
+
+
+def test_cluster_weights_move_a_seed_as_a_whole_and_pair_conditions():
+    tables = build_tables(records(_runs(lr=1e-6), _runs(lr=1e-5)))
+    runs = tables.runs
+    a = runs[runs["lr.ref_lr"] == 1e-6]
+    b = runs[runs["lr.ref_lr"] == 1e-5]
+    Wa, mode, clusters, note = resample_weights(a, 200, 0, "seeds", "a")
+    Wb, *_ = resample_weights(b, 200, 0, "seeds", "b")
+    assert mode == "seeds" and clusters == 5 and note == ""
+    seeds = a["seed"].to_numpy()
+    for s in np.unique(seeds):  # every run of a seed gets the seed's count, at every size
+        cols = Wa[:, seeds == s]
+        assert (cols == cols[:, :1]).all()
+    assert (Wa.sum(1) == len(a)).all()  # 5 seeds drawn x 4 sizes
+    # the same seed set: the same draws in both conditions (paired)
+    order_a = np.lexsort((a["B"].to_numpy(), seeds))
+    order_b = np.lexsort((b["B"].to_numpy(), b["seed"].to_numpy()))
+    assert np.array_equal(Wa[:, order_a], Wb[:, order_b])
+    # too few seeds, or a seed missing a size: the within-size bootstrap with a note
+    few = build_tables(records(_runs(seeds=MIN_SEEDS - 1))).runs
+    W, mode, clusters, note = resample_weights(few, 50, 0, "seeds", "x")
+    assert mode == "runs" and clusters is None and f"< {MIN_SEEDS}" in note
+    gap = a[~((a["seed"] == 2) & (a["B"] == 64))]
+    assert resample_weights(gap, 50, 0, "seeds", "x")[1] == "runs"
+    assert resample_weights(a, 50, 0, "runs", "x")[1] == "runs"
+
+
+def test_cluster_inflation_is_the_t_pivot_of_a_mean_over_seeds():
+    runs = build_tables(records(_runs())).runs
+    W, _, S, _ = resample_weights(runs, 300, 0, "seeds", "c")
+    fit = fit_power_law(
+        runs["B"], runs["target:0.3"], runs["target:0.3:censored"], lower=runs["target:0.3:lower"],
+        weights=W, n_clusters=S,
+    )  # fmt: skip
+    assert fit.inflation == pytest.approx(np.sqrt(5 / 4) * stdtrit(4, 0.975) / 1.959963984540054)
+
+
+def test_paired_difference_is_narrower_when_conditions_share_a_seed_effect():
+    # a (seed, B) effect shared by the two conditions moves both slopes alike: the paired (seed)
+    # bootstrap cancels it in the difference, the independent within-size bootstraps do not
+    tables = build_tables(
+        records(_runs(seeds=6, pair=0.9, lr=1e-6), _runs(seeds=6, pair=0.9, lr=1e-5, alpha=0.4))
+    )
+    widths = {}
+    for mode in ("seeds", "runs"):
+        exp, fits = fit_conditions(tables, n_boot=400, seed=0, joint_model=False, resample=mode)
+        comp = compare_conditions(exp, fits, tables.varying_keys)
+        row = comp[comp["clock"] == "target:0.3"].iloc[0]
+        widths[mode] = row["ci_high"] - row["ci_low"]
+        assert set(exp["resampling"]) == {mode}
+    assert widths["seeds"] < 0.8 * widths["runs"]
+
+
+def test_seed_correlations_are_measured():
+    strong = build_tables(records(_runs(seeds=8, corr=0.8), _runs(seeds=8, corr=0.8, lr=1e-5)))
+    _, fits = fit_conditions(strong, n_boot=50, seed=0, joint_model=False)
+    cors = seed_correlations(strong, fits)
+    sizes = cors[(cors["kind"] == "sizes") & (cors["clock"] == "target:0.3")]
+    between = cors[(cors["kind"] == "conditions") & (cors["clock"] == "target:0.3")]
+    assert len(sizes) == 2 and (sizes["correlation"] > 0.4).all()
+    assert len(between) == 1 and between["correlation"].iloc[0] > 0.4
+    none = build_tables(records(_runs(seeds=8, corr=0.0), _runs(seeds=8, corr=0.0, lr=1e-5)))
+    _, fits0 = fit_conditions(none, n_boot=50, seed=0, joint_model=False)
+    cors0 = seed_correlations(none, fits0)
+    assert cors0[cors0["clock"] == "target:0.3"]["correlation"].abs().mean() < 0.35

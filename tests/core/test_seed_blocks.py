@@ -1,0 +1,25 @@
+"""Seeds as blocks in the trainer: the streams a seed shares across sizes and conditions
+(docs/study.md, "Seeds as blocks")."""
+
+from __future__ import annotations
+
+from tests.conftest import tiny_config
+
+
+def test_a_seed_draws_the_same_data_order_at_every_size_and_condition(cache_dir):
+    # the data order is the one stream that is shared across sizes: after R responses every size has
+    # drawn the same first R / G prompts; and across conditions (here eta_ref) at one size
+    from rlvr_scaling.collect import Collector
+    from rlvr_scaling.config import derive
+    from rlvr_scaling.tasks import build_task
+
+    def prompts(seed, P, lr, n_rollouts):
+        cfg = tiny_config(cache_dir, seed=seed, **{"rollout.prompts_per_rollout": P, "lr.ref_lr": lr})
+        task = build_task(cfg.task)
+        collector = Collector(cfg, derive(cfg), task, None, None, frozenset())
+        return [e.prompt for r in range(n_rollouts) for e in collector.examples_of(r, P)]
+
+    small, large = prompts(0, 2, 1e-3, 8), prompts(0, 8, 1e-3, 2)
+    assert small == large  # 16 prompts: 8 rollouts of 2 = 2 rollouts of 8
+    assert prompts(0, 8, 1e-2, 2) == large  # another condition, same seed
+    assert prompts(1, 8, 1e-3, 2) != large  # another seed: another block
