@@ -323,9 +323,9 @@ def write_report(
         "",
         "## Goodness of fit",
         "",
-        "Lack of fit: likelihood ratio of the line against a free mean per size (χ², df = sizes − 2). "
-        "ΔAIC = AIC(broken power law with a knee B_k) − AIC(line): below −2 favours a knee (a critical "
-        "batch size), above 2 the line. Residual plots: `residuals_*`.",
+        "Lack of fit: likelihood ratio of the line against a free mean per size, as an F statistic on "
+        "(sizes − 2, runs − sizes) df. ΔAIC = AICc(broken power law with a knee B_k) − AICc(line): "
+        "below −2 favours a knee (a critical batch size), above 2 the line. Residual plots: `residuals_*`.",
         "",
     ]
     rows = [
