@@ -168,8 +168,8 @@ def _check_dependence(spec: SyntheticSpec) -> None:
         raise ValueError(f"dependence_param={spec.dependence_param} (Kendall's tau) must lie in (-1, 1)")
     if spec.dependence == "frailty" and not spec.dependence_param > 0:
         raise ValueError(f"dependence_param={spec.dependence_param} (frailty variance) must be > 0")
-    if spec.dependence == "normal" and not -1 < spec.rho < 1:
-        raise ValueError(f"rho={spec.rho} must lie in (-1, 1)")
+    if spec.dependence == "normal" and not -1 <= spec.rho <= 1:
+        raise ValueError(f"rho={spec.rho} must lie in [-1, 1]")
 
 
 def dependent_normals(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
