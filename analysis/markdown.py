@@ -182,9 +182,9 @@ def write_report(
             "would have reached it right at their failure onset (interval between their last evaluation and "
             "the onset). The envelope of the three 95 % intervals is the sensitivity interval. The joint model "
             "fits both clocks as one bivariate log-normal draw with correlation ρ (`analysis/joint.py`, Wald "
-            "interval): a sensitivity analysis, not a bias fix — the runs show only which event came first and "
-            "when, so ρ is identified only by the bivariate normal form, and α joint is right only if that form "
-            "holds (under other dependence see docs/analysis.md).",
+            "interval): a sensitivity analysis, not a bias fix — no run shows its time to target after it "
+            "failed, so ρ is identified only by the bivariate normal form, and α joint is right only if that "
+            "form holds (under other dependence see docs/analysis.md).",
             "",
         ]
         rows = [
