@@ -209,7 +209,9 @@ def write_report(
             "would have reached it right at their failure onset (interval between their last evaluation and "
             "the onset). The envelope of the three 95 % intervals is the sensitivity interval. The joint model "
             "fits both clocks as one bivariate log-normal draw with correlation ρ (`analysis/joint.py`, Wald "
-            "interval): a model-based correction for dependent failure, valid if that form holds.",
+            "interval): a sensitivity analysis, not a bias fix — no run shows its time to target after it "
+            "failed, so ρ is identified only by the bivariate normal form, and α joint is right only if that "
+            "form holds (under other dependence see docs/analysis.md).",
             "",
         ]
         rows = [
@@ -350,9 +352,9 @@ def write_report(
         "",
         "## Goodness of fit",
         "",
-        "Lack of fit: likelihood ratio of the line against a free mean per size (χ², df = sizes − 2). "
-        "ΔAIC = AIC(broken power law with a knee B_k) − AIC(line): below −2 favours a knee (a critical "
-        "batch size), above 2 the line. Residual plots: `residuals_*`.",
+        "Lack of fit: likelihood ratio of the line against a free mean per size, as an F statistic on "
+        "(sizes − 2, runs − sizes) df. ΔAIC = AICc(broken power law with a knee B_k) − AICc(line): "
+        "below −2 favours a knee (a critical batch size), above 2 the line. Residual plots: `residuals_*`.",
         "",
     ]
     rows = [

@@ -20,6 +20,11 @@ Model of one run with rollout size B (seed i):
 * failure onset at ``d * B**gamma * exp(failure_sigma * eps')`` responses (``gamma=None``: never
   fails), with ``eps' = rho * eps + sqrt(1 - rho**2) * eps''``: ``rho`` is the correlation between the
   log time to target and the log time to failure (competing risks that are not independent);
+  ``dependence`` replaces that bivariate normal (:func:`dependent_normals`): ``"clayton"`` or
+  ``"gumbel"`` copulas of ``(eps, eps')`` with standard normal margins (``dependence_param`` = Kendall's
+  tau; a negative tau rotates the copula by 90 degrees: ``eps' -> -eps'``), or ``"frailty"``, a shared
+  gamma frailty on the time scale (both log times gain ``log Z - E log Z``, ``Z ~ Gamma`` with mean 1 and
+  variance ``dependence_param``; the margins are then no longer log-normal);
 * rollouts of B responses until ``train.max_responses`` (budget-based censoring) or the failure; the
   detector fires ``detection_delay`` rollouts after the onset rollout (``status.json`` carries both,
   as the trainer does); an evaluation at step 0, at the first rollout boundary past every scheduled
@@ -61,7 +66,9 @@ class SyntheticSpec:
     gamma: float | None = 0.0  # exponent of responses-to-failure; None: no run fails
     failure_prefactor: float = 20000.0  # d: median responses to failure is d * B**gamma
     failure_sigma: float = 0.4  # log-normal scatter of responses-to-failure
-    rho: float = 0.0  # correlation of log time to target and log time to failure
+    rho: float = 0.0  # correlation of log time to target and log time to failure (dependence="normal")
+    dependence: str = "normal"  # joint law of the two clocks' noises: normal, clayton, gumbel, frailty
+    dependence_param: float = 0.0  # clayton/gumbel: Kendall's tau (< 0: rotated); frailty: Var Z
     seed_corr: float = 0.0  # share of the target-time scatter that belongs to the seed (all sizes, all
     # conditions with the same seed_stream): the correlation of one seed's log times between sizes
     seed_size_corr: float = 0.0  # share that belongs to the (seed, B) pair, shared by the conditions with
@@ -157,8 +164,64 @@ def make_config(spec: SyntheticSpec, size: int, seed: int) -> dict[str, Any]:
     return config
 
 
+DEPENDENCE = ("normal", "clayton", "gumbel", "frailty")
+
+
+def _check_dependence(spec: SyntheticSpec) -> None:
+    if spec.dependence not in DEPENDENCE:
+        raise ValueError(f"dependence={spec.dependence!r}: expected one of {', '.join(DEPENDENCE)}")
+    if spec.dependence in ("clayton", "gumbel") and not -1 < spec.dependence_param < 1:
+        raise ValueError(f"dependence_param={spec.dependence_param} (Kendall's tau) must lie in (-1, 1)")
+    if spec.dependence == "frailty" and not spec.dependence_param > 0:
+        raise ValueError(f"dependence_param={spec.dependence_param} (frailty variance) must be > 0")
+    if spec.dependence == "normal" and not -1 <= spec.rho <= 1:
+        raise ValueError(f"rho={spec.rho} must lie in [-1, 1]")
+
+
+def dependent_normals(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` draws of the noises ``(eps, eps')`` of the time to target and the time to failure under
+    ``spec.dependence`` (module docstring). Copulas are sampled by the Marshall–Olkin frailty construction
+    (Marshall & Olkin 1988): ``U_i = psi(E_i / V)`` with ``E_i ~ Exp(1)`` and ``V`` the variable whose
+    Laplace transform is the generator ``psi``: Clayton ``psi(t) = (1 + t)**(-1 / theta)``,
+    ``V ~ Gamma(1 / theta)``, ``theta = 2 tau / (1 - tau)``; Gumbel ``psi(t) = exp(-t**(1 / theta))``,
+    ``V`` positive stable of index ``1 / theta`` (Kanter's 1975 representation), ``theta = 1 / (1 - tau)``;
+    then ``eps = Phi^-1(U_1)``, ``eps' = Phi^-1(U_2)``. The normal case is the bivariate normal with
+    correlation ``spec.rho``."""
+    from scipy.special import digamma, ndtri
+
+    _check_dependence(spec)
+    kind, tau = spec.dependence, spec.dependence_param
+    if kind == "normal":
+        eps = rng.standard_normal(n)
+        return eps, spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * rng.standard_normal(n)
+    if kind == "frailty":
+        shape = 1.0 / tau
+        log_z = np.log(rng.gamma(shape, tau, n)) - (digamma(shape) + math.log(tau))
+        eps, eps_f = rng.standard_normal(n), rng.standard_normal(n)
+        return eps + log_z / spec.sigma, eps_f + log_z / spec.failure_sigma
+    e = rng.exponential(size=(2, n))
+    a = abs(tau)
+    if a == 0:
+        u = np.exp(-e)
+    elif kind == "clayton":
+        theta = 2 * a / (1 - a)
+        v = rng.gamma(1 / theta, 1.0, n)
+        u = (1 + e / v) ** (-1 / theta)
+    else:
+        alpha = 1 - a  # 1 / theta
+        ang, w = rng.uniform(0, math.pi, n), rng.exponential(size=n)
+        v = (np.sin(alpha * ang) / np.sin(ang) ** (1 / alpha)) * (np.sin((1 - alpha) * ang) / w) ** (
+            (1 - alpha) / alpha
+        )
+        u = np.exp(-((e / v) ** alpha))
+    u = np.clip(u, 1e-300, 1 - 1e-16)
+    eps, eps_f = ndtri(u[0]), ndtri(u[1])
+    return eps, (-eps_f if tau < 0 else eps_f)
+
+
 def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
     """All runs of one condition: every size times ``spec.seeds`` seeds."""
+    _check_dependence(spec)
     rng = np.random.default_rng(spec.seed)
     kappas = [_kappa(a, spec) for a in spec.targets]
     runs = []
@@ -168,7 +231,11 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
     ]
     for size in spec.sizes:
         for seed in range(spec.seeds):
-            eps = rng.standard_normal()
+            if spec.dependence == "normal":  # the original draws, in the original order
+                eps = rng.standard_normal()
+                eps_f_noise = rng.standard_normal()
+            else:
+                eps, eps_f_noise = (float(v[0]) for v in dependent_normals(spec, 1, rng))
             if spec.seed_corr or spec.seed_size_corr:  # a seed is a block shared by sizes and conditions
                 pair = float(np.random.default_rng([spec.seed_stream, 7927, seed, size]).standard_normal())
                 own = 1.0 - spec.seed_corr - spec.seed_size_corr
@@ -177,7 +244,10 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
                     + math.sqrt(spec.seed_size_corr) * pair
                     + math.sqrt(own) * eps
                 )
-            eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * rng.standard_normal()
+            if spec.dependence == "normal":
+                eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * eps_f_noise
+            else:
+                eps_f = eps_f_noise
             rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * eps)
             rf = math.inf
             if spec.gamma is not None:
@@ -469,6 +539,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--failure-prefactor", type=float, default=d.failure_prefactor)
     p.add_argument("--failure-sigma", type=float, default=d.failure_sigma)
     p.add_argument("--rho", type=float, default=d.rho, help="correlation of log R_T and log R_F")
+    p.add_argument("--dependence", choices=DEPENDENCE, default=d.dependence, help="law of the two noises")
+    p.add_argument(
+        "--dependence-param", type=float, default=d.dependence_param, help="Kendall's tau or frailty variance"
+    )
     p.add_argument("--detection-delay", type=int, default=d.detection_delay, help="rollouts onset->detection")
     p.add_argument("--b-noise", type=float, default=d.b_noise, help="true gradient-noise scale")
     p.add_argument("--eval-growth", type=float, default=d.eval_growth, help=">1: geometric evaluations")
@@ -498,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
         failure_prefactor=args.failure_prefactor,
         failure_sigma=args.failure_sigma,
         rho=args.rho,
+        dependence=args.dependence,
+        dependence_param=args.dependence_param,
         detection_delay=args.detection_delay,
         b_noise=args.b_noise,
         eval_growth=args.eval_growth,

@@ -12,7 +12,7 @@ from scipy import stats
 
 from analysis.clocks import build_tables
 from analysis.joint import _nll, bvn_cdf, fit_joint
-from analysis.synthetic import SyntheticSpec, records
+from analysis.synthetic import SyntheticSpec, dependent_normals, records, simulate
 
 
 @pytest.mark.parametrize("rho", [-0.8, -0.3, 0.0, 0.5, 0.9])
@@ -94,3 +94,64 @@ def test_joint_fit_recovers_alpha_and_rho_under_correlation():
         runs["failure:censored"],
     )
     assert not res["ok"] and res["message"]
+
+
+@pytest.mark.parametrize("kind", ["clayton", "gumbel"])
+@pytest.mark.parametrize("tau", [0.49, -0.49])
+def test_copula_dependence_keeps_normal_margins_and_kendalls_tau(kind, tau):
+    spec = SyntheticSpec(dependence=kind, dependence_param=tau)
+    eps, eps_f = dependent_normals(spec, 6000, np.random.default_rng(4))
+    assert stats.kstest(eps, "norm").pvalue > 0.01 and stats.kstest(eps_f, "norm").pvalue > 0.01
+    assert stats.kendalltau(eps[:3000], eps_f[:3000])[0] == pytest.approx(tau, abs=0.04)
+    # not the bivariate normal: Clayton joins the lower tails, Gumbel the upper ones (both ~0.39 for the
+    # normal with the same tau, rho = 0.7)
+    sign = 1 if tau > 0 else -1
+    low = np.mean((eps < -1.645) & (sign * eps_f < -1.645)) / 0.05
+    high = np.mean((eps > 1.645) & (sign * eps_f > 1.645)) / 0.05
+    assert (low > 0.55 and high < 0.3) if kind == "clayton" else (high > 0.5 and low < 0.35)
+
+
+def test_frailty_dependence_and_default_unchanged():
+    spec = SyntheticSpec(dependence="frailty", dependence_param=0.2, sigma=0.25, failure_sigma=0.5)
+    eps, eps_f = dependent_normals(spec, 20000, np.random.default_rng(5))
+    log_t, log_f = 0.25 * eps, 0.5 * eps_f
+    v = 0.2213  # Var log Z = trigamma(1 / 0.2)
+    assert np.var(log_t) == pytest.approx(0.0625 + v, rel=0.05)
+    assert np.cov(log_t, log_f)[0, 1] == pytest.approx(v, rel=0.08)
+    assert stats.skew(log_t) < -0.2  # log Gamma is skewed: the margins are no longer log-normal
+    # the default (bivariate normal) keeps the generator's original draws
+    base = SyntheticSpec(rho=0.5, gamma=0.0, seed=3, b_noise=None)
+    explicit = replace(base, dependence="normal", dependence_param=0.9)
+    assert [r.truth for r in simulate(base)] == [r.truth for r in simulate(explicit)]
+    for bad in (replace(base, dependence="copula"), replace(base, dependence="gumbel", dependence_param=1.0)):
+        with pytest.raises(ValueError, match="dependence"):
+            simulate(bad)
+
+
+def test_joint_fit_reports_gamma_interval():
+    spec = SyntheticSpec(
+        sizes=(32, 64, 128, 256, 512),
+        seeds=8,
+        alpha=0.3,
+        gamma=0.0,
+        failure_prefactor=15000.0,
+        failure_sigma=0.5,
+        budget=40000,
+        eval_every=707,
+        targets=(0.3,),
+        b_noise=None,
+        seed=9,
+    )
+    runs = _tables(spec)
+    res = fit_joint(
+        runs["B"],
+        runs["target:0.3"],
+        runs["target:0.3:censored"],
+        runs["target:0.3:lower"],
+        runs["failure"],
+        runs["failure:censored"],
+    )
+    assert res["ok"] and res["gamma_ci_low"] < res["gamma"] < res["gamma_ci_high"]
+    assert res["gamma_ci_high"] - res["gamma_ci_low"] == pytest.approx(
+        2 * stats.t.ppf(0.975, len(runs) - 7) * res["gamma_se"]
+    )
