@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from analysis.load import LoadResult, RunReadError, RunRecord, SkippedRun, validate_rows
+from analysis.records import LoadResult, RunReadError, RunRecord, SkippedRun, validate_rows
 
 _HEADER = struct.Struct("<4sHB")
 _CHUNK = struct.Struct("<IHB")
@@ -125,7 +125,7 @@ def read_offline_run(paths: Path | list[Path], run_id: str) -> RunRecord:
     A run resumed with the same wandb id (``resume="allow"``, e.g. after preemption) leaves one folder
     per segment; pass them all, oldest first (folder names start with the date): their records are
     replayed in order, and the history rows the resumed segment re-logs supersede the old ones
-    (:func:`analysis.load.validate_rows`).
+    (:func:`analysis.records.validate_rows`).
     """
     paths = [paths] if isinstance(paths, Path) else list(paths)
     config: dict[str, Any] = {}
