@@ -40,7 +40,7 @@ from analysis.markdown import exponent_table, plain_table, source_messages, writ
 from analysis.noise_scale import agreement, noise_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
-from analysis.which_b import parse_throughput, throughput_point, which_b_table
+from analysis.which_b import parse_throughput, throughput_point, which_b_lines, which_b_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -281,7 +281,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "noise": noise,
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
-            "which_b": which_b,
+            "which_b": which_b_lines(which_b),
         },
     )
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})

@@ -181,13 +181,59 @@ def noise_summary(rows: list[dict[str, Any]], until: float = math.inf) -> dict[s
     }
 
 
+@dataclass(frozen=True)
+class _Evaluations:
+    """One run's evaluation rows (in clock order) as arrays."""
+
+    rows: list[dict[str, Any]]
+    acc: np.ndarray  # eval/accuracy; NaN never reaches a target
+    resp: np.ndarray  # responses clock
+    clk: np.ndarray  # the chosen clock
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One run's failure clock (responses unless said otherwise)."""
+
+    censored: bool  # the run did not fail
+    at: float  # failure time (onset or detection) or the run's end, on the responses clock
+    value: float  # ``at`` on the chosen clock
+    lower: float  # the onset's interval lower end on the chosen clock (NaN: exact or censored)
+    limited: bool  # resolution-limited onset
+    detector: Any
+    detection: float  # responses at the detector's decision (NaN when the run did not fail)
+    onset: float  # responses at the onset (NaN when unknown)
+
+
 def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> tuple[dict, dict]:
     """Compute one run's row of the runs table and its evaluation columns.
 
     Raises :class:`RunReadError` for a run that cannot give any clock (no B, no evaluation).
     """
     notes = list(record.notes)
-    config, rows, summary = record.config, record.rows, record.summary or {}
+    summary = record.summary or {}
+    size, sizes = _rollout_size(record.config, summary, notes)
+    status = record.status if isinstance(record.status, dict) else None
+    state = _state(status, notes)
+    incomplete = state not in ("completed", "failed")
+    if incomplete:
+        notes.append(f"incomplete run (state {state})")
+    ev = _evaluations(record.rows, opts.clock, notes)
+    out = _run_row(record, state, incomplete, size, sizes, ev, opts)
+    fail = _failure(record, status, state, size, ev.resp, opts, notes)
+    mismatch = _target_columns(out, targets, ev, fail, state, incomplete, size, summary, opts, notes)
+    _check_truncated(status, record.rows, notes)
+    mismatch = _check_reported_failure(summary, fail, notes) or mismatch
+    out.update(_failure_columns(fail, state, record.rows, opts))
+    out.update(noise_summary(record.rows, fail.at if state == "failed" else math.inf))
+    out["summary_mismatch"] = mismatch
+    out["notes"] = "; ".join(notes)
+    return out, _eval_columns(ev)
+
+
+def _rollout_size(config: dict, summary: dict, notes: list[str]) -> tuple[float, dict]:
+    """The rollout size B (the summary's derived B, else config P x G) and the derived values the
+    runs table reads (``derived``, ``P``, ``G`` from the config)."""
     derived = summary.get("derived") if isinstance(summary.get("derived"), dict) else {}
     p_cfg, g_cfg = get_path(config, "rollout.prompts_per_rollout"), get_path(config, "rollout.group_size")
     b_cfg = p_cfg * g_cfg if is_number(p_cfg) and is_number(g_cfg) else None
@@ -199,18 +245,22 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
         notes.append("B taken from config P x G (no derived B in summary)")
     elif b_cfg is not None and b_cfg != size:
         notes.append(f"derived B={size} differs from config P x G={b_cfg}")
+    return size, {"derived": derived, "P": p_cfg, "G": g_cfg}
 
-    status = record.status if isinstance(record.status, dict) else None
+
+def _state(status: dict | None, notes: list[str]) -> str:
+    """The run's state from status.json; ``unknown`` when missing or not understood."""
     state = status.get("state") if status else None
     if state not in STATES:
         if status is not None:
             notes.append(f"status state {state!r} not understood")
         state = "unknown"
-    incomplete = state not in ("completed", "failed")
-    if incomplete:
-        notes.append(f"incomplete run (state {state})")
+    return state
 
-    # evaluation rows, in clock order; a non-numeric accuracy drops the row, NaN keeps it (no crossing)
+
+def _evaluations(rows: list[dict[str, Any]], clock: str, notes: list[str]) -> _Evaluations:
+    """The evaluation rows, in clock order; a non-numeric accuracy drops the row, NaN keeps it (no
+    crossing)."""
     evals, accuracies = [], []
     dropped = 0
     for row in rows:
@@ -229,11 +279,17 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
     if not np.isfinite(acc).all():
         notes.append(f"{int((~np.isfinite(acc)).sum())} non-finite eval/accuracy value(s)")
     resp = np.array([float(r["responses"]) for r in evals])
-    clk = resp if opts.clock == "responses" else np.array(_column_of(evals, opts.clock))
+    clk = resp if clock == "responses" else np.array(_column_of(evals, clock))
     if not np.isfinite(clk).all():
-        notes.append(f"clock '{opts.clock}' missing or non-numeric in some evaluation rows")
+        notes.append(f"clock '{clock}' missing or non-numeric in some evaluation rows")
+    return _Evaluations(evals, acc, resp, clk)
 
-    out: dict[str, Any] = {
+
+def _run_row(record, state, incomplete, size, sizes, ev: _Evaluations, opts: ClockOptions) -> dict[str, Any]:
+    """The run's identity, state, sizes, learning rate and accuracy summary (the runs table's first
+    columns)."""
+    config, derived, acc = record.config, sizes["derived"], ev.acc
+    return {
         "run": record.run,
         "name": record.name,
         "source": record.source,
@@ -243,8 +299,8 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
         "incomplete": incomplete,
         "in_fit": (not incomplete) or opts.include_incomplete,
         "B": float(size),
-        "P": _num(derived.get("prompts_per_rollout", p_cfg)),
-        "G": _num(derived.get("group_size", g_cfg)),
+        "P": _num(derived.get("prompts_per_rollout", sizes["P"])),
+        "G": _num(derived.get("group_size", sizes["G"])),
         "K": _num(derived.get("steps_per_rollout", get_path(config, "optim.steps_per_rollout"))),
         "lr": _num(derived.get("lr")),
         "seed": config.get("seed") if is_number(config.get("seed")) else None,
@@ -252,15 +308,133 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
         "lr_rule": get_path(config, "lr.rule"),
         "lr_power": _num(get_path(config, "lr.power")),
         "clock_unit": opts.clock,
-        "final_responses": float(rows[-1]["responses"]),
-        "n_evals": len(evals),
+        "final_responses": float(record.rows[-1]["responses"]),
+        "n_evals": len(ev.rows),
         "best_accuracy": float(np.nanmax(acc)) if np.isfinite(acc).any() else math.nan,
         "final_accuracy": float(acc[-1]),
         # the targets the run's own config times (eval.targets); a condition is fitted at a target only
         # if its runs declare it, unless --targets names targets explicitly
         "declared_targets": " ".join(f"{t:g}" for t in _config_targets(config)),
     }
+
+
+def _failure(record, status, state, size, resp, opts: ClockOptions, notes: list[str]) -> _Failure:
+    """The failure clock: the onset (default) or the detection, on the chosen clock; the onset is known
+    only to an interval (the detector's smoothing window and the rollout): (lower, onset]."""
+    rows = record.rows
+    last = float(rows[-1]["responses"])
+    failure = status.get("failure") if status else None
+    detector = None
+    detection = onset = math.nan
+    if state != "failed":
+        value = last if opts.clock == "responses" else _clock_at(rows, last, opts.clock)
+        return _Failure(True, last, value, math.nan, False, None, detection, onset)
+    detection = last
+    if isinstance(failure, dict):
+        detector = failure.get("detector")
+        if is_number(failure.get("responses")):
+            detection = float(failure["responses"])
+            if detection != last:
+                notes.append(f"failure.responses={detection:g} but metrics end at {last:g}")
+        else:
+            notes.append("failure.responses missing; last metrics row used")
+        if is_number(failure.get("onset_responses")):
+            onset = float(failure["onset_responses"])
+            if onset > detection:
+                notes.append(f"failure onset {onset:g} after detection {detection:g}; detection used")
+                onset = detection
+    else:
+        notes.append("state failed without a failure record; last metrics row used")
+    if not math.isfinite(onset) and opts.failure_time == "onset":
+        notes.append("no failure onset recorded (run written before onsets): detection time used")
+    at = onset if opts.failure_time == "onset" and math.isfinite(onset) else detection
+    value = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
+    lower, limited = math.nan, False
+    if opts.failure_time == "onset" and math.isfinite(onset):
+        lower = failure_lower(failure, detector, onset, float(size), record.config, resp)
+        limited = lower <= 0 or (onset - lower) > opts.resolution_frac * onset
+        if opts.clock != "responses":
+            lower = _clock_at(rows, lower, opts.clock) if lower > 0 else 0.0
+    return _Failure(False, at, value, lower, limited, detector, detection, onset)
+
+
+def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, opts, notes) -> bool:
+    """Add every target's columns to ``out``: an interval (lower, upper], censored with a cause, or met
+    at step 0; returns whether summary.json disagrees with a recomputed crossing.
+
+    Targets are observed while the run is at risk of reaching them: up to its failure time (the
+    competing event), so a crossing seen after the onset counts as failed first, as in the incidence.
+    """
+    observable = ev.resp <= fail.at if state == "failed" else np.ones(ev.resp.shape, bool)
+    raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
+    hits = raw_hits & observable[:, None]
+    if opts.crossing_mode == "isotonic":
+        hits = isotonic_hits(ev.acc, observable, targets)
+    seen = np.flatnonzero(observable)
+    by_value = _reported_targets(summary)
+    if state == "failed":
+        cause = "failure"
+    else:
+        cause = "incomplete" if incomplete else "budget"
     mismatch = False
+    for j, a in enumerate(targets):
+        label = target_label(a)
+        idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
+        if idx >= 0:
+            column = _target_reached(ev, idx, a, label, size, opts, notes)
+        else:
+            value = fail.value if state == "failed" else float(ev.clk[-1])  # censored at the failure
+            last_below = float(ev.clk[seen[-1]]) if seen.size else math.nan
+            column = (value, math.nan, last_below, True, cause, False, False)
+        for suffix, v in zip(_TARGET_SUFFIXES, column):
+            out[label + suffix] = v
+        reported = by_value.get(a)
+        if isinstance(reported, dict):
+            mismatch = _check_reported_target(reported, raw_hits[:, j], ev.resp, label, notes) or mismatch
+    return mismatch
+
+
+#: A target's columns, after its label: the time, the interval's lower end, the last evaluation below
+#: it (censored runs), censored, the cause of censoring, resolution-limited, interpolated.
+_TARGET_SUFFIXES = (
+    "",
+    ":lower",
+    ":last_below",
+    ":censored",
+    ":censored_by",
+    ":resolution_limited",
+    ":interpolated",
+)
+
+
+def _target_reached(ev: _Evaluations, idx: int, a: float, label: str, size, opts, notes) -> tuple:
+    """The columns of a target first hit at evaluation ``idx`` (see ``_TARGET_SUFFIXES``)."""
+    resp, clk, acc = ev.resp, ev.clk, ev.acc
+    value, lower, limited, interpolated = float(clk[idx]), math.nan, False, False
+    if resp[idx] <= 0:
+        notes.append(f"{label} already met at step 0; left out of its fit")
+        return value, lower, math.nan, False, "", limited, interpolated
+    spacing = resp[idx] - resp[idx - 1] if idx > 0 else resp[idx]
+    limited = (
+        idx == 0
+        or (idx == 1 and resp[0] <= 0)
+        or spacing > opts.resolution_frac * resp[idx]
+        or size > opts.resolution_frac * resp[idx]
+    )
+    mode = opts.crossing_mode
+    if mode in ("interval", "isotonic"):
+        lower = float(clk[idx - 1]) if idx > 0 else 0.0
+        if not math.isfinite(lower):
+            lower = 0.0
+    elif mode == "interpolate" and idx > 0 and acc[idx] > acc[idx - 1]:
+        frac = (a - acc[idx - 1]) / (acc[idx] - acc[idx - 1])
+        value = float(clk[idx - 1] + frac * (clk[idx] - clk[idx - 1]))
+        interpolated = True
+    return value, lower, math.nan, False, "", limited, interpolated
+
+
+def _reported_targets(summary: dict) -> dict[float, Any]:
+    """summary.json's ``targets`` keyed by the target as a number."""
     summary_targets = summary.get("targets") if isinstance(summary.get("targets"), dict) else {}
     by_value = {}
     for key, value in summary_targets.items():
@@ -268,149 +442,89 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
             by_value[float(key)] = value
         except ValueError:
             continue
-    # ---- failure: onset (default) or detection, on the chosen clock
-    last = rows[-1]
-    failure = status.get("failure") if status else None
-    detector = None
-    detection = onset = math.nan
-    if state == "failed":
-        censored_f = False
-        detection = float(last["responses"])
-        if isinstance(failure, dict):
-            detector = failure.get("detector")
-            if is_number(failure.get("responses")):
-                detection = float(failure["responses"])
-                if detection != float(last["responses"]):
-                    notes.append(
-                        f"failure.responses={detection:g} but metrics end at {float(last['responses']):g}"
-                    )
-            else:
-                notes.append("failure.responses missing; last metrics row used")
-            if is_number(failure.get("onset_responses")):
-                onset = float(failure["onset_responses"])
-                if onset > detection:
-                    notes.append(f"failure onset {onset:g} after detection {detection:g}; detection used")
-                    onset = detection
-        else:
-            notes.append("state failed without a failure record; last metrics row used")
-        if not math.isfinite(onset) and opts.failure_time == "onset":
-            notes.append("no failure onset recorded (run written before onsets): detection time used")
-        at = onset if opts.failure_time == "onset" and math.isfinite(onset) else detection
-    else:
-        censored_f, at = True, float(last["responses"])
-    value_f = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
-    # the onset is known only to an interval (the detector's smoothing window and the rollout): (lower, onset]
-    lower_f, limited_f = math.nan, False
-    if state == "failed" and opts.failure_time == "onset" and math.isfinite(onset):
-        lower_f = failure_lower(failure, detector, onset, float(size), config, resp)
-        limited_f = lower_f <= 0 or (onset - lower_f) > opts.resolution_frac * onset
-        if opts.clock != "responses":
-            lower_f = _clock_at(rows, lower_f, opts.clock) if lower_f > 0 else 0.0
-    # targets are observed while the run is at risk of reaching them: up to its failure time (the
-    # competing event), so a crossing seen after the onset counts as failed first, as in the incidence
-    observable = resp <= at if state == "failed" else np.ones(resp.shape, bool)
+    return by_value
 
-    # ---- targets: interval (lower, upper], censored with a cause, or met at step 0
-    raw_hits = acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
-    mode = opts.crossing_mode
-    hits = raw_hits & observable[:, None]
-    if mode == "isotonic":
-        hits = isotonic_hits(acc, observable, targets)
-    seen = np.flatnonzero(observable)
-    for j, a in enumerate(targets):
-        label = target_label(a)
-        idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
-        limited, value, censored, interpolated = False, float(clk[-1]), True, False
-        lower, cause, last_below = math.nan, "", math.nan
-        if idx >= 0:
-            censored, value = False, float(clk[idx])
-            if resp[idx] <= 0:
-                notes.append(f"{label} already met at step 0; left out of its fit")
-            else:
-                spacing = resp[idx] - resp[idx - 1] if idx > 0 else resp[idx]
-                limited = (
-                    idx == 0
-                    or (idx == 1 and resp[0] <= 0)
-                    or spacing > opts.resolution_frac * resp[idx]
-                    or size > opts.resolution_frac * resp[idx]
-                )
-                if mode in ("interval", "isotonic"):
-                    lower = float(clk[idx - 1]) if idx > 0 else 0.0
-                    if not math.isfinite(lower):
-                        lower = 0.0
-                elif mode == "interpolate" and idx > 0 and acc[idx] > acc[idx - 1]:
-                    frac = (a - acc[idx - 1]) / (acc[idx] - acc[idx - 1])
-                    value = float(clk[idx - 1] + frac * (clk[idx] - clk[idx - 1]))
-                    interpolated = True
-        else:
-            cause = "failure" if state == "failed" else "incomplete" if incomplete else "budget"
-            last_below = float(clk[seen[-1]]) if seen.size else math.nan
-            if state == "failed":
-                value = value_f  # censored at the failure time: no longer at risk of reaching it
-        out[label] = value
-        out[f"{label}:lower"] = lower
-        out[f"{label}:last_below"] = last_below
-        out[f"{label}:censored"] = censored
-        out[f"{label}:censored_by"] = cause
-        out[f"{label}:resolution_limited"] = limited
-        out[f"{label}:interpolated"] = interpolated
-        reported = by_value.get(a)
-        if isinstance(reported, dict):  # the trainer reports the first evaluation at or above a
-            rep_resp, rep_reached = reported.get("responses"), reported.get("reached")
-            raw = int(np.argmax(raw_hits[:, j])) if raw_hits[:, j].any() else -1
-            ours = None if raw < 0 else float(resp[raw])
-            censored_raw = raw < 0  # the trainer times the first evaluation at or above a, on any row
-            if bool(rep_reached) != (not censored_raw) or (
-                ours is not None and (not is_number(rep_resp) or float(rep_resp) != ours)
-            ):
-                mismatch = True
-                notes.append(f"summary.json {label}: {rep_resp} (reached={rep_reached}), recomputed {ours}")
 
+def _check_reported_target(reported: dict, raw_hits: np.ndarray, resp, label: str, notes: list[str]) -> bool:
+    """Whether summary.json's crossing disagrees with the recomputed one (noted). The trainer reports
+    the first evaluation at or above the target, on any row."""
+    rep_resp, rep_reached = reported.get("responses"), reported.get("reached")
+    raw = int(np.argmax(raw_hits)) if raw_hits.any() else -1
+    ours = None if raw < 0 else float(resp[raw])
+    if bool(rep_reached) != (raw >= 0) or (
+        ours is not None and (not is_number(rep_resp) or float(rep_resp) != ours)
+    ):
+        notes.append(f"summary.json {label}: {rep_resp} (reached={rep_reached}), recomputed {ours}")
+        return True
+    return False
+
+
+def _check_truncated(status: dict | None, rows: list[dict[str, Any]], notes: list[str]) -> None:
+    """Note metrics that end before the clocks status.json reports."""
     clocks = status.get("clocks") if status else None
+    last = float(rows[-1]["responses"])
     if isinstance(clocks, dict) and is_number(clocks.get("responses")):
-        if float(clocks["responses"]) > float(last["responses"]):
+        if float(clocks["responses"]) > last:
             notes.append(
-                f"metrics end at responses={float(last['responses']):g} before status clocks "
+                f"metrics end at responses={last:g} before status clocks "
                 f"({float(clocks['responses']):g}): metrics truncated"
             )
-    rep_fail = summary.get("failure") if isinstance(summary.get("failure"), dict) else None
-    if rep_fail is not None:
-        rep_at, rep_failed = rep_fail.get("responses"), rep_fail.get("failed")
-        if bool(rep_failed) != (not censored_f) or (
-            not censored_f and (not is_number(rep_at) or float(rep_at) != detection)
-        ):
-            mismatch = True
-            notes.append(f"summary.json failure: {rep_at} (failed={rep_failed}), recomputed {detection:g}")
-        rep_onset = rep_fail.get("onset_responses")
-        if not censored_f and is_number(rep_onset) and math.isfinite(onset) and float(rep_onset) != onset:
-            mismatch = True
-            notes.append(f"summary.json failure onset: {rep_onset}, status.json {onset:g}")
-    out["failure"] = value_f
-    out["failure:lower"] = lower_f
-    out["failure:resolution_limited"] = limited_f
-    out["failure:censored"] = censored_f
-    out["failure:detector"] = detector
-    out["failure:detection"] = (
-        detection
-        if opts.clock == "responses" or not math.isfinite(detection)
-        else _clock_at(rows, detection, opts.clock)
-    )
-    out["failure:onset"] = (
-        onset if opts.clock == "responses" or not math.isfinite(onset) else _clock_at(rows, onset, opts.clock)
-    )
-    out["failure:time"] = opts.failure_time if state == "failed" and math.isfinite(onset) else "detection"
-    out.update(noise_summary(rows, at if state == "failed" else math.inf))
-    out["summary_mismatch"] = mismatch
-    out["notes"] = "; ".join(notes)
 
-    eval_cols: dict[str, list] = {"responses": list(resp), "eval/accuracy": list(acc)}
+
+def _check_reported_failure(summary: dict, fail: _Failure, notes: list[str]) -> bool:
+    """Whether summary.json's failure disagrees with status.json and the metrics (noted)."""
+    rep_fail = summary.get("failure") if isinstance(summary.get("failure"), dict) else None
+    if rep_fail is None:
+        return False
+    mismatch = False
+    rep_at, rep_failed = rep_fail.get("responses"), rep_fail.get("failed")
+    if bool(rep_failed) != (not fail.censored) or (
+        not fail.censored and (not is_number(rep_at) or float(rep_at) != fail.detection)
+    ):
+        mismatch = True
+        notes.append(f"summary.json failure: {rep_at} (failed={rep_failed}), recomputed {fail.detection:g}")
+    rep_onset = rep_fail.get("onset_responses")
+    if (
+        not fail.censored
+        and is_number(rep_onset)
+        and math.isfinite(fail.onset)
+        and float(rep_onset) != fail.onset
+    ):
+        mismatch = True
+        notes.append(f"summary.json failure onset: {rep_onset}, status.json {fail.onset:g}")
+    return mismatch
+
+
+def _failure_columns(fail: _Failure, state: str, rows, opts: ClockOptions) -> dict[str, Any]:
+    """The failure clock's columns of the runs table (times on the chosen clock)."""
+
+    def on_clock(responses: float) -> float:
+        if opts.clock == "responses" or not math.isfinite(responses):
+            return responses
+        return _clock_at(rows, responses, opts.clock)
+
+    return {
+        "failure": fail.value,
+        "failure:lower": fail.lower,
+        "failure:resolution_limited": fail.limited,
+        "failure:censored": fail.censored,
+        "failure:detector": fail.detector,
+        "failure:detection": on_clock(fail.detection),
+        "failure:onset": on_clock(fail.onset),
+        "failure:time": opts.failure_time if state == "failed" and math.isfinite(fail.onset) else "detection",
+    }
+
+
+def _eval_columns(ev: _Evaluations) -> dict[str, list]:
+    """The run's evaluation columns: every clock, the accuracy and the other ``eval/`` metrics."""
+    eval_cols: dict[str, list] = {"responses": list(ev.resp), "eval/accuracy": list(ev.acc)}
     for name in CLOCKS:
         if name != "responses":
-            eval_cols[name] = _column_of(evals, name)
-    extra = sorted(k for k in set().union(*evals) if k.startswith("eval/") and k != "eval/accuracy")
+            eval_cols[name] = _column_of(ev.rows, name)
+    extra = sorted(k for k in set().union(*ev.rows) if k.startswith("eval/") and k != "eval/accuracy")
     for name in extra:
-        eval_cols[name] = _column_of(evals, name)
-    return out, eval_cols
+        eval_cols[name] = _column_of(ev.rows, name)
+    return eval_cols
 
 
 def failure_lower(failure, detector, onset: float, size: float, config: dict, eval_responses) -> float:
@@ -514,12 +628,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     runs that differ only in B and seed share a condition and one fit.
     """
     opts = opts or ClockOptions()
-    if opts.clock not in CLOCK_CHOICES:
-        raise ValueError(f"clock must be one of {CLOCK_CHOICES}, got {opts.clock!r}")
-    if opts.crossing not in CROSSINGS:
-        raise ValueError(f"crossing must be one of {CROSSINGS}, got {opts.crossing!r}")
-    if opts.failure_time not in FAILURE_TIMES:
-        raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
+    _check_options(opts)
     # results must not depend on the order in which runs were found: work in run-id order
     records = sorted(records, key=lambda r: (r.run, r.path))
     targets = sorted(set(opts.targets or [t for r in records for t in _config_targets(r.config)]))
@@ -535,6 +644,47 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
         kept.append(record)
 
     flats = [flatten_config(r.config) for r in kept]
+    keys, varying, conditions = _conditions(flats, opts)
+
+    runs = pd.DataFrame(rows)
+    messages: list[str] = []
+    if not rows:
+        return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages, opts)
+    runs.insert(1, "condition", conditions)
+    reserved = set(runs.columns)
+    # one frame of config columns joined at once (column-by-column inserts fragment the frame)
+    config_columns = pd.DataFrame(
+        {f"config.{k}" if k in reserved else k: _column([flat.get(k) for flat in flats]) for k in keys},
+        index=runs.index,
+    )
+    runs = pd.concat([runs, config_columns], axis=1)
+    sizes = runs.groupby("condition")["B"].nunique()
+    if len(sizes) > 1 and (sizes == 1).all():
+        messages.append(
+            "every condition has a single rollout size: a key that changes with B splits the sweep; "
+            f"keys differing between conditions: {', '.join(varying)} (pass --ignore-keys KEY)"
+        )
+
+    evals = _evals_table(runs, eval_parts)
+    order = runs.sort_values(["condition", "B", "seed", "run"], key=_sort_key).index
+    runs = runs.loc[order].reset_index(drop=True)
+    rank = pd.Series(np.arange(len(runs)), index=runs["run"].to_numpy())
+    evals = evals.iloc[np.argsort(rank.loc[evals["run"]].to_numpy(), kind="stable")].reset_index(drop=True)
+    return Tables(runs, evals, targets, keys, varying, skipped, messages, opts)
+
+
+def _check_options(opts: ClockOptions) -> None:
+    if opts.clock not in CLOCK_CHOICES:
+        raise ValueError(f"clock must be one of {CLOCK_CHOICES}, got {opts.clock!r}")
+    if opts.crossing not in CROSSINGS:
+        raise ValueError(f"crossing must be one of {CROSSINGS}, got {opts.crossing!r}")
+    if opts.failure_time not in FAILURE_TIMES:
+        raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
+
+
+def _conditions(flats: list[dict[str, Any]], opts: ClockOptions) -> tuple[list[str], list[str], list[str]]:
+    """The condition keys, those that vary, and each run's condition label (``key=value`` for each
+    varying key joined by ``__``, ``all`` when nothing varies)."""
     all_keys = sorted({k for flat in flats for k in flat})
     if opts.condition_keys is not None:
         keys = [k for k in all_keys if any(key_matches(k, p) for p in opts.condition_keys)]
@@ -550,26 +700,11 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
             while label in labels.values():
                 label += "+"
             labels[c] = label
+    return keys, varying, [labels[c] for c in canon]
 
-    runs = pd.DataFrame(rows)
-    messages: list[str] = []
-    if not rows:
-        return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages, opts)
-    runs.insert(1, "condition", [labels[c] for c in canon])
-    reserved = set(runs.columns)
-    # one frame of config columns joined at once (column-by-column inserts fragment the frame)
-    config_columns = pd.DataFrame(
-        {f"config.{k}" if k in reserved else k: _column([flat.get(k) for flat in flats]) for k in keys},
-        index=runs.index,
-    )
-    runs = pd.concat([runs, config_columns], axis=1)
-    sizes = runs.groupby("condition")["B"].nunique()
-    if len(sizes) > 1 and (sizes == 1).all():
-        messages.append(
-            "every condition has a single rollout size: a key that changes with B splits the sweep; "
-            f"keys differing between conditions: {', '.join(varying)} (pass --ignore-keys KEY)"
-        )
 
+def _evals_table(runs: pd.DataFrame, eval_parts: list[dict[str, list]]) -> pd.DataFrame:
+    """One row per evaluation, built at once from every run's evaluation columns (in ``runs`` order)."""
     n_evals = [len(ev["responses"]) for ev in eval_parts]
     columns: dict[str, Any] = {
         "run": np.repeat(runs["run"].to_numpy(dtype=object), n_evals),
@@ -588,11 +723,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
         p, n = evals["eval/accuracy"].to_numpy(float), evals["eval/responses"].to_numpy(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             evals["eval/accuracy_se"] = np.where(n > 0, np.sqrt(p * (1 - p) / n), np.nan)
-    order = runs.sort_values(["condition", "B", "seed", "run"], key=_sort_key).index
-    runs = runs.loc[order].reset_index(drop=True)
-    rank = pd.Series(np.arange(len(runs)), index=runs["run"].to_numpy())
-    evals = evals.iloc[np.argsort(rank.loc[evals["run"]].to_numpy(), kind="stable")].reset_index(drop=True)
-    return Tables(runs, evals, targets, keys, varying, skipped, messages, opts)
+    return evals
 
 
 def _sort_key(col: pd.Series) -> pd.Series:

@@ -122,9 +122,40 @@ def write_report(
     plots: list[str],
     extra: dict | None = None,
 ) -> str:
-    """Write ``report.md`` and return its text. ``extra``: ``incidence_summary``, ``common``, ``noise``,
-    ``sigmoid`` tables when computed."""
+    """Write ``report.md`` and return its text, one function per section below. ``extra``:
+    ``incidence_summary``, ``common``, ``noise``, ``sigmoid`` tables and the lines of the ``blocks`` and
+    ``which_b`` sections when computed."""
     extra = extra or {}
+    sections = [
+        _summary(source, tables, skipped, messages, options),
+        _exponents(exponents, tables),
+        _degenerate(exponents),
+        _unreached(exponents),
+        _competing(exponents),
+        _incidence(extra.get("incidence_summary")),
+        _common(extra.get("common")),
+        _noise(extra.get("noise"), exponents),
+        _goodness_of_fit(exponents),
+        _sigmoid(extra.get("sigmoid")),
+        _warnings(exponents),
+        extra.get("blocks") or [],  # seeds as blocks (analysis.blocks.markdown_lines)
+        _comparisons(comparisons),
+        extra.get("which_b") or [],  # the best B in wall time and FLOPs (analysis.which_b.which_b_lines)
+        _skipped(skipped),
+        _run_notes(tables.runs),
+        _plots(plots),
+        _symbols_and_method(),
+    ]
+    text = "\n".join(line for section in sections for line in section)
+    (out / "report.md").write_text(text)
+    return text
+
+
+# ---- the sections of report.md, in order; each returns its lines ----------------------------------
+
+
+def _summary(source, tables, skipped, messages, options) -> list[str]:
+    """The header: source, options, counts of runs and what was left out, notes."""
     runs = tables.runs
     crossing = options.get("crossing", "interval")
     n_limited = int(sum(runs[f"{target_label(a)}:resolution_limited"].sum() for a in tables.targets))
@@ -162,6 +193,12 @@ def write_report(
             "- responses-to-target taken at the first evaluation at/above the target as if exact (not the default)"
         )
     lines += [f"- note: {m}" for m in messages]
+    return lines
+
+
+def _exponents(exponents, tables) -> list[str]:
+    """The exponent table with its method and the theory column."""
+    lines: list[str] = []
     header, body = exponent_table(exponents, tables.varying_keys)
     lines += [
         "",
@@ -177,6 +214,12 @@ def write_report(
         "",
         markdown_table(header, body),
     ]
+    return lines
+
+
+def _degenerate(exponents) -> list[str]:
+    """Intervals the bootstrap alone could not give (widened by the profile likelihood)."""
+    lines: list[str] = []
     if "degenerate" in exponents:
         degenerate = exponents[exponents["degenerate"].fillna("").astype(str).str.len() > 0]
         if len(degenerate):
@@ -187,6 +230,12 @@ def write_report(
                 f"[{_f(r.profile_low)}, {_f(r.profile_high)}] ({r.ci_method})"
                 for r in degenerate.itertuples()
             ]
+    return lines
+
+
+def _unreached(exponents) -> list[str]:
+    """Sizes where no run reached a target: the line is extrapolated there."""
+    lines: list[str] = []
     unreached = exponents[exponents["sizes_unreached"].astype(str).str.len() > 0]
     if len(unreached):
         lines += ["", "### Sizes where no run reached the target", ""]
@@ -196,6 +245,12 @@ def write_report(
             "through data"
             for r in unreached.itertuples()
         ]
+    return lines
+
+
+def _competing(exponents) -> list[str]:
+    """Sensitivity of α to runs that failed first: bounds and the joint model."""
+    lines: list[str] = []
     targets_rows = exponents[(exponents["clock"] != "failure") & (exponents["n_censored_failure"] > 0)]
     if len(targets_rows):
         lines += [
@@ -242,7 +297,12 @@ def write_report(
                 rows,
             )
         )
-    inc = extra.get("incidence_summary")
+    return lines
+
+
+def _incidence(inc) -> list[str]:
+    """The Aalen–Johansen incidences per condition, B and target."""
+    lines: list[str] = []
     if inc is not None and len(inc):
         lines += [
             "",
@@ -283,7 +343,12 @@ def write_report(
                 rows,
             )
         )
-    common = extra.get("common")
+    return lines
+
+
+def _common(common) -> list[str]:
+    """The common α across targets and the test of equality."""
+    lines: list[str] = []
     if common is not None and len(common):
         lines += [
             "",
@@ -308,7 +373,12 @@ def write_report(
         lines.append(
             markdown_table(["condition", "targets", "α per target", "common α", "χ²", "p", "note"], rows)
         )
-    noise = extra.get("noise")
+    return lines
+
+
+def _noise(noise, exponents) -> list[str]:
+    """The noise-scale prediction beside each fitted α."""
+    lines: list[str] = []
     if noise is not None and len(noise) and "noise_agrees" in exponents.columns:
         lines += [
             "",
@@ -348,6 +418,12 @@ def write_report(
             lines.append(
                 "No run logged usable noise instruments (`noise/trace_cov`, `noise/grad_norm_sq`; NaN at K = 1)."
             )
+    return lines
+
+
+def _goodness_of_fit(exponents) -> list[str]:
+    """Lack of fit and the broken power law's ΔAIC."""
+    lines: list[str] = []
     lines += [
         "",
         "## Goodness of fit",
@@ -383,7 +459,12 @@ def write_report(
             rows,
         )
     )
-    sig = extra.get("sigmoid")
+    return lines
+
+
+def _sigmoid(sig) -> list[str]:
+    """The ScaleRL sigmoid fits per condition and B."""
+    lines: list[str] = []
     if sig is not None and len(sig):
         pooled = sig[sig["level"] == "B"]
         lines += [
@@ -408,11 +489,22 @@ def write_report(
             for r in pooled.itertuples()
         ]
         lines.append(markdown_table(["condition", "B", "R0", "A", "b", "C_mid", "converged"], rows))
+    return lines
+
+
+def _warnings(exponents) -> list[str]:
+    """The fits' warnings."""
+    lines: list[str] = []
     warned = exponents[exponents["warnings"].astype(bool)]
     if len(warned):
         lines += ["", "### Warnings", ""]
         lines += [f"- `{r.condition}` {r.clock}: {r.warnings}" for r in warned.itertuples()]
-    lines += extra.get("blocks") or []
+    return lines
+
+
+def _comparisons(comparisons) -> list[str]:
+    """Differences of exponents between conditions."""
+    lines: list[str] = []
     if len(comparisons):
         lines += ["", "## Comparisons between conditions", ""]
         rows = [
@@ -428,19 +520,40 @@ def write_report(
             for r in comparisons.itertuples()
         ]
         lines.append(markdown_table(["clock", "change", "a", "b", "b − a", "95% CI", "p (bootstrap)"], rows))
-    from analysis.which_b import which_b_lines  # the best B in wall time and FLOPs (which_b.csv)
+    return lines
 
-    lines += which_b_lines(extra.get("which_b"))
+
+def _skipped(skipped) -> list[str]:
+    """Runs that could not be read, with the reason."""
+    lines: list[str] = []
     if skipped:
         lines += ["", "## Skipped runs", ""]
         lines += [f"- `{s.run}`: {s.reason}" for s in skipped]
+    return lines
+
+
+def _run_notes(runs) -> list[str]:
+    """Runs that were read with notes (truncated, resumed, mismatches)."""
+    lines: list[str] = []
     flagged = runs[runs["notes"].astype(bool)]
     if len(flagged):
         lines += ["", "## Runs with notes", ""]
         lines += [f"- `{r.run}` ({r.state}): {r.notes}" for r in flagged.itertuples()]
+    return lines
+
+
+def _plots(plots) -> list[str]:
+    """The PNG figures, inline."""
+    lines: list[str] = []
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{p}]({p})" for p in plots if p.endswith(".png")]
+    return lines
+
+
+def _symbols_and_method() -> list[str]:
+    """The table of symbols and the method in words."""
+    lines: list[str] = []
     lines += [
         "",
         "## Symbols",
@@ -462,6 +575,4 @@ def write_report(
         "are inflated by the small-sample factors of `analysis/fit.py`; see `docs/analysis.md`.",
         "",
     ]
-    text = "\n".join(lines)
-    (out / "report.md").write_text(text)
-    return text
+    return lines

@@ -1,6 +1,6 @@
 """Figures across conditions: exponents against each varied key (and the paper-style α and γ against
 η_ref), exponents against the target level, and every condition's responses-to-target in one panel.
-See :mod:`analysis.plots` for the list of files; colours, styles and saving are shared with it.
+See :mod:`analysis.plots` for the list of files; the look is :mod:`analysis.plot_style`'s.
 """
 
 from __future__ import annotations
@@ -16,19 +16,18 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: 
 
 from analysis.clocks import condition_slug, target_label  # noqa: E402
 from analysis.cross import key_categories, numeric, series_by_key  # noqa: E402
-from analysis.plots import (  # noqa: E402
-    _LINES,
-    _MARKERS,
-    _STYLE,
+from analysis.plot_style import (  # noqa: E402
     DPI,
-    _finish_scaling,
-    _legend_outside,
-    _save,
-    _scaling_panel,
-    _sci,
+    LINES,
+    MARKERS,
+    STYLE,
     condition_colours,
     condition_order,
+    legend_outside,
+    save,
+    sci,
 )
+from analysis.plots_condition import finish_scaling, scaling_panel  # noqa: E402
 from analysis.symbols import describe, symbol  # noqa: E402
 
 
@@ -54,124 +53,133 @@ def plot_cross(
     if not tasks:
         return names
     colours = colours or condition_colours(conditions)
-    varying = [k for k in tables.varying_keys if k in exponents.columns]
-    clocks = [target_label(a) for a in tables.targets] + ["failure"]
-    with plt.rc_context(_STYLE):
+    with plt.rc_context(STYLE):
         for key in [arg for kind, arg in tasks if kind == "key"]:
-            paper = key == "lr.ref_lr"
-            as_number = numeric(exponents[key])  # the axis type, decided once for every series
-            fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
-            for ax, which in zip(axes, ("target", "failure")):
-                shown: list[float] = []
-                for _values, group in series_by_key(exponents, key, varying):
-                    for i, clock in enumerate(c for c in clocks if (c == "failure") == (which == "failure")):
-                        rows = group[group["clock"] == clock]
-                        if which == "target" and "n_censored_failure" in rows:
-                            # a responses-to-target exponent where most runs failed before the target
-                            # measures the failures, not the learning: left out of the figure (it
-                            # stays in exponents.csv and the report, with the competing-risk bounds)
-                            rows = rows[~(rows["n_censored_failure"] > 0.5 * rows["n_runs"])]
-                        if rows.empty:
-                            continue
-                        shown += [float(v) for v in rows["_x"]]
-                        x = rows["_x"].to_numpy(float)
-                        if which == "target":  # targets side by side, not on top of each other
-                            shift = i - 0.5 * (len(tables.targets) - 1)
-                            x = x * 1.06**shift if as_number else x + 0.06 * shift
-                        y = rows["exponent"].to_numpy(float)
-                        lo = rows["ci_low"].to_numpy(float)
-                        hi = rows["ci_high"].to_numpy(float)
-                        ax.plot(x, y, color="grey", lw=0.6, ls=_LINES[i % len(_LINES)], zorder=1)
-                        for xi, yi, lo_i, hi_i, cond in zip(x, y, lo, hi, rows["condition"]):
-                            if not np.isfinite(yi):
-                                continue
-                            l_, h_ = (
-                                (lo_i if np.isfinite(lo_i) else yi - 10),
-                                (hi_i if np.isfinite(hi_i) else yi + 10),
-                            )
-                            ax.errorbar(
-                                [xi],
-                                [yi],
-                                yerr=[[yi - l_], [h_ - yi]],
-                                fmt=_MARKERS[i % len(_MARKERS)],
-                                color=colours[cond],
-                                ms=4,
-                                capsize=2,
-                                lw=0.8,
-                                zorder=3,
-                            )
-                    ax.set_ylim(*_exp_limits(exponents, which))
-                ax.axhline(0, color="black", lw=0.5)
-                if which == "target":
-                    ax.axhline(
-                        0.5, color="grey", lw=0.5, ls="--", label="α = 0.5 (theory: curvature-dominated)"
-                    )
-                    for i, a in enumerate(tables.targets):
-                        ax.plot([], [], _MARKERS[i % len(_MARKERS)], color="grey", label=f"α(a = {a:g})")
-                    ax.set_ylabel("exponent α of responses to target")
-                else:
-                    ax.set_ylabel("exponent γ of responses to failure")
-                if as_number and (exponents[key].astype(float) > 0).all():
-                    ax.set_xscale("log")
-                    vals = sorted(set(shown)) or sorted(set(exponents[key].astype(float)))
-                    ax.xaxis.set_major_locator(FixedLocator(vals))
-                    ax.xaxis.set_major_formatter(FuncFormatter(_sci))
-                    ax.xaxis.set_minor_locator(NullLocator())
-                elif not as_number:
-                    labels = key_categories(exponents[key])
-                    ax.set_xticks(range(len(labels)), labels)
-                    ax.set_xlim(-0.5, len(labels) - 0.5)
-                ax.set_xlabel(f"{symbol(key, True)} ({key})")
-                ax.grid(True, alpha=0.25)
-            for cond in conditions:
-                axes[1].plot(
-                    [],
-                    [],
-                    "o",
-                    color=colours[cond],
-                    label=describe([k for k in varying], _first(tables.runs, cond), True),
-                )
-            axes[0].legend(loc="upper left", bbox_to_anchor=(0.0, -0.22), frameon=False, ncol=2)
-            axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
-            title = "Exponents against " + symbol(key, True)
-            fig.suptitle(
-                title + (" (α: responses to target, γ: responses to failure)" if paper else ""), fontsize=9
-            )
-            fig.tight_layout()
-            names += _save(
-                fig,
-                out,
-                "alpha_gamma_vs_eta_ref" if paper else f"exponents_vs_{condition_slug(key)}",
-                formats,
-                dpi,
-            )
+            names += _plot_key(out, key, tables, exponents, conditions, colours, formats, dpi)
         if any(kind == "levels" for kind, _ in tasks):
             names += _plot_levels(out, tables, exponents, conditions, colours, formats, dpi)
         for a in [arg for kind, arg in tasks if kind == "target"]:
-            clock = target_label(a)
-            fig, ax = plt.subplots(figsize=(4.6, 3.2))
-            for i, cond in enumerate(conditions):
-                runs = tables.runs[(tables.runs["condition"] == cond) & tables.runs["in_fit"]]
-                if runs.empty or (cond, clock) not in fits:  # no fit: the runs do not time this target
-                    continue
-                label = describe(varying, runs.iloc[0].to_dict(), True) + ": α"
-                _scaling_panel(
-                    ax,
-                    runs,
-                    clock,
-                    fits.get((cond, clock)),
-                    colours[cond],
-                    label,
-                    _MARKERS[i % len(_MARKERS)],
-                )
-            _finish_scaling(
-                ax,
-                f"Responses to target a = {a:g}, all conditions",
-                "responses to reach target",
-                sorted(tables.runs["B"].unique()),
-            )
-            names += _save(fig, out, f"rt_vs_B_all_{condition_slug(f'{a:g}')}", formats, dpi)
+            names += _plot_target(out, a, tables, exponents, fits, conditions, colours, formats, dpi)
     return names
+
+
+def _plot_key(out, key, tables, exponents, conditions, colours, formats, dpi) -> list[str]:
+    """``exponents_vs_<key>`` (``alpha_gamma_vs_eta_ref`` for ``lr.ref_lr``): α per target (left) and
+    γ (right) against the key, one colour per condition."""
+    paper = key == "lr.ref_lr"
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    as_number = numeric(exponents[key])  # the axis type, decided once for every series
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
+    for ax, which in zip(axes, ("target", "failure")):
+        shown = _key_series(ax, key, which, tables, exponents, varying, colours, as_number)
+        _key_axes(ax, key, which, tables, exponents, shown, as_number)
+    for cond in conditions:
+        axes[1].plot(
+            [],
+            [],
+            "o",
+            color=colours[cond],
+            label=describe([k for k in varying], _first(tables.runs, cond), True),
+        )
+    axes[0].legend(loc="upper left", bbox_to_anchor=(0.0, -0.22), frameon=False, ncol=2)
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    title = "Exponents against " + symbol(key, True)
+    fig.suptitle(title + (" (α: responses to target, γ: responses to failure)" if paper else ""), fontsize=9)
+    fig.tight_layout()
+    stem = "alpha_gamma_vs_eta_ref" if paper else f"exponents_vs_{condition_slug(key)}"
+    return save(fig, out, stem, formats, dpi)
+
+
+def _key_series(ax, key, which, tables, exponents, varying, colours, as_number) -> list[float]:
+    """The exponents of one side (``target`` or ``failure``) against ``key`` with their intervals;
+    returns the x values shown."""
+    clocks = [target_label(a) for a in tables.targets] + ["failure"]
+    shown: list[float] = []
+    for _values, group in series_by_key(exponents, key, varying):
+        for i, clock in enumerate(c for c in clocks if (c == "failure") == (which == "failure")):
+            rows = group[group["clock"] == clock]
+            if which == "target" and "n_censored_failure" in rows:
+                # a responses-to-target exponent where most runs failed before the target
+                # measures the failures, not the learning: left out of the figure (it
+                # stays in exponents.csv and the report, with the competing-risk bounds)
+                rows = rows[~(rows["n_censored_failure"] > 0.5 * rows["n_runs"])]
+            if rows.empty:
+                continue
+            shown += [float(v) for v in rows["_x"]]
+            x = rows["_x"].to_numpy(float)
+            if which == "target":  # targets side by side, not on top of each other
+                shift = i - 0.5 * (len(tables.targets) - 1)
+                x = x * 1.06**shift if as_number else x + 0.06 * shift
+            y = rows["exponent"].to_numpy(float)
+            lo = rows["ci_low"].to_numpy(float)
+            hi = rows["ci_high"].to_numpy(float)
+            ax.plot(x, y, color="grey", lw=0.6, ls=LINES[i % len(LINES)], zorder=1)
+            for xi, yi, lo_i, hi_i, cond in zip(x, y, lo, hi, rows["condition"]):
+                if not np.isfinite(yi):
+                    continue
+                l_, h_ = (
+                    (lo_i if np.isfinite(lo_i) else yi - 10),
+                    (hi_i if np.isfinite(hi_i) else yi + 10),
+                )
+                ax.errorbar(
+                    [xi],
+                    [yi],
+                    yerr=[[yi - l_], [h_ - yi]],
+                    fmt=MARKERS[i % len(MARKERS)],
+                    color=colours[cond],
+                    ms=4,
+                    capsize=2,
+                    lw=0.8,
+                    zorder=3,
+                )
+        ax.set_ylim(*_exp_limits(exponents, which))
+    return shown
+
+
+def _key_axes(ax, key, which, tables, exponents, shown, as_number) -> None:
+    """Reference lines, labels and the key's axis (log for positive numbers, categories for text)."""
+    ax.axhline(0, color="black", lw=0.5)
+    if which == "target":
+        ax.axhline(0.5, color="grey", lw=0.5, ls="--", label="α = 0.5 (theory: curvature-dominated)")
+        for i, a in enumerate(tables.targets):
+            ax.plot([], [], MARKERS[i % len(MARKERS)], color="grey", label=f"α(a = {a:g})")
+        ax.set_ylabel("exponent α of responses to target")
+    else:
+        ax.set_ylabel("exponent γ of responses to failure")
+    if as_number and (exponents[key].astype(float) > 0).all():
+        ax.set_xscale("log")
+        vals = sorted(set(shown)) or sorted(set(exponents[key].astype(float)))
+        ax.xaxis.set_major_locator(FixedLocator(vals))
+        ax.xaxis.set_major_formatter(FuncFormatter(sci))
+        ax.xaxis.set_minor_locator(NullLocator())
+    elif not as_number:
+        labels = key_categories(exponents[key])
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlim(-0.5, len(labels) - 0.5)
+    ax.set_xlabel(f"{symbol(key, True)} ({key})")
+    ax.grid(True, alpha=0.25)
+
+
+def _plot_target(out, a, tables, exponents, fits, conditions, colours, formats, dpi) -> list[str]:
+    """``rt_vs_B_all_<target>``: every condition's responses-to-target and fitted line in one panel."""
+    varying = [k for k in tables.varying_keys if k in exponents.columns]
+    clock = target_label(a)
+    fig, ax = plt.subplots(figsize=(4.6, 3.2))
+    for i, cond in enumerate(conditions):
+        runs = tables.runs[(tables.runs["condition"] == cond) & tables.runs["in_fit"]]
+        if runs.empty or (cond, clock) not in fits:  # no fit: the runs do not time this target
+            continue
+        label = describe(varying, runs.iloc[0].to_dict(), True) + ": α"
+        scaling_panel(
+            ax, runs, clock, fits.get((cond, clock)), colours[cond], label, MARKERS[i % len(MARKERS)]
+        )
+    finish_scaling(
+        ax,
+        f"Responses to target a = {a:g}, all conditions",
+        "responses to reach target",
+        sorted(tables.runs["B"].unique()),
+    )
+    return save(fig, out, f"rt_vs_B_all_{condition_slug(f'{a:g}')}", formats, dpi)
 
 
 def _plot_levels(out, tables, exponents, conditions, colours, formats, dpi) -> list[str]:
@@ -208,8 +216,8 @@ def _plot_levels(out, tables, exponents, conditions, colours, formats, dpi) -> l
     ax.set_ylabel("exponent α of responses to target")
     ax.set_title("Exponent against the target level")
     ax.grid(True, alpha=0.25)
-    _legend_outside(ax)
-    return _save(fig, out, "exponents_vs_target", formats, dpi)
+    legend_outside(ax)
+    return save(fig, out, "exponents_vs_target", formats, dpi)
 
 
 def _first(runs: pd.DataFrame, condition: str) -> dict:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.load import LoadResult, RunReadError, RunRecord, SkippedRun, validate_rows
+from analysis.records import LoadResult, RunReadError, RunRecord, SkippedRun, validate_rows
 
 _HEADER = struct.Struct("<4sHB")
 _CHUNK = struct.Struct("<IHB")

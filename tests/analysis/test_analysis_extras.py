@@ -179,7 +179,7 @@ def test_one_condition_and_one_size_messages():
 
 
 def test_plot_jitter_stays_in_a_fixed_band():
-    from analysis.plots import _jitter
+    from analysis.plot_style import jitter as _jitter
 
     B = np.repeat([32.0, 64.0], [100, 1])
     j = _jitter(B)
