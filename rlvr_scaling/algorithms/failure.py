@@ -4,8 +4,11 @@ Each detector watches the metric rows the trainer produces (training rows after 
 evaluation rows after every evaluation; every row carries the clocks). The first detector that fires
 ends the run normally with ``state = failed``, its name, its reason, the clocks at which it *decided*
 (``responses``, ``rollout``) and the **onset**: the clocks of the first row of the sustained condition
-that made it fire (``onset_responses``, ``onset_rollout``). The failure clock is fitted on the onset by
-default; the detection time lags it by the sustain requirement.
+that made it fire (``onset_responses``, ``onset_rollout``), and the earliest clock at which that condition
+can have begun (``onset_lower_responses``: the failure time is interval-censored in (lower, onset]).
+The failure clock is fitted on the onset by default; the detection time lags it by the sustain
+requirement. A detector's state (:meth:`Detector.state_dict`, saved in every checkpoint) restores
+exactly: a resumed run decides as the uninterrupted one.
 
 Design rules, so that the failure clock measures training and not the detector:
 
@@ -28,10 +31,12 @@ Detectors (``failure.<name>``; ``null`` drops one):
   ends the run at that rollout.
 - ``accuracy_collapse``: validation accuracy below ``drop_frac`` x its best so far and more than
   ``z`` standard errors sqrt(best (1 - best) / n) below it, once the best exceeded ``min_peak``, on
-  ``patience`` consecutive evaluations. n counts problems, not responses: the samples of one problem
-  are correlated, so problems are the independent units (a conservative standard error).
-- ``reward_collapse``: the same on the training reward mean smoothed over the last
-  ``window_responses`` responses (n = the prompts in the window), held ``sustain_responses``.
+  ``patience`` consecutive evaluations. n = ``eval/problems``, not ``eval/responses``: the samples of
+  one problem are correlated, so problems are the independent units (a conservative standard error),
+  for greedy pass@1 (one response a problem) and mean pass@1 over ``eval.samples`` samples alike.
+- ``reward_collapse``: the same on ``train/reward_mean`` smoothed (response-weighted) over the last
+  rows covering ``window_responses`` responses, with n = the sum of their ``rollout/prompts``, held
+  ``sustain_responses``.
 - ``kl_blowup``: the drift KL(pi_old || pi_theta) per token after each optimizer step
   (``train/kl_old``, the k3 estimator), smoothed over ``window_responses``, above ``max_kl``.
 - ``entropy_collapse``: smoothed token entropy of the rollouts below ``min_frac`` x the run's starting
