@@ -12,12 +12,16 @@ Three measurements, printed as tables (the figures in docs/failure.md come from 
 2. **Injected collapses**: the same runs, with the policy collapsing at ``R0`` (accuracy and reward fall
    to ``a_low`` within ``--collapse-width`` responses), once with the drift and entropy degrading too
    and once without (only the collapse detectors can see it). Reported per B: fraction detected,
-   onset minus R0, detection minus R0 (median and 90th percentile), and which detector decided.
+   onset minus R0, detection minus R0 (median and 90th percentile), the width of the censoring
+   interval (onset_lower_responses, onset_responses] and how often its lower end lies before R0, and
+   which detector decided.
 3. **Real runs** (``--runs DIR``, optional): replays the metrics.jsonl of real run directories through
    the detectors (offline) and lists which fired, where — e.g. the healthy clipped two_clock grid.
 
     python benchmarks/failure_calibration.py                     # simulated, 200 per size
     python benchmarks/failure_calibration.py --runs runs/two_clock --healthy 400
+    python benchmarks/failure_calibration.py --start 0.15 0.2 --plateau 0.25 0.3   # the embedded default's
+                                         # accuracy levels, where the standard-error condition decides
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from rlvr_scaling.config import EvalConfig  # noqa: E402
 from rlvr_scaling.evaluation import next_eval_point  # noqa: E402
 
 SIZES = (32, 64, 128, 256, 512)
+LEVELS = ((0.2, 0.3), (0.45, 0.6))  # accuracy: start and plateau drawn uniformly from these ranges
 
 
 def accuracy_curve(r: np.ndarray, a0: float, a_max: float, tau: float) -> np.ndarray:
@@ -53,9 +58,10 @@ def simulate(
     quiet: bool = False,
     width: float = 512.0,
     a_low: float = 0.02,
+    levels: tuple[tuple[float, float], tuple[float, float]] = ((0.2, 0.3), (0.45, 0.6)),
 ) -> list[dict]:
     """One run's metric rows (training and evaluation, with clocks), as the trainer writes them."""
-    a0, a_max = rng.uniform(0.2, 0.3), rng.uniform(0.45, 0.6)
+    a0, a_max = rng.uniform(*levels[0]), rng.uniform(*levels[1])
     tau = rng.uniform(1000, 6000)
     kl_level = 10 ** rng.uniform(-3, -1.5)  # nats per token, healthy drift
     h0 = rng.uniform(0.5, 0.9)
@@ -120,21 +126,26 @@ def simulate(
     return rows
 
 
-def first_fire(rows: list[dict], config: FailureConfig) -> tuple[str, int, int] | None:
+def first_fire(rows: list[dict], config: FailureConfig) -> tuple[str, int, int, int | None] | None:
+    """(detector, responses at the decision, onset, lower onset bound) of the first detector that fires."""
     monitor = FailureMonitor(config)
     for row in rows:
         fired = monitor.observe(row)
         if fired is not None:
             name, event = fired
-            return name, int(row["responses"]), event.onset_responses
+            lower = getattr(event, "onset_lower_responses", None)  # absent before it was recorded
+            return name, int(row["responses"]), event.onset_responses, lower
     return None
 
 
-def healthy_table(n: int, budget: int, n_problems: int, samples: int, seed: int) -> list[dict]:
+def healthy_table(n: int, budget: int, n_problems: int, samples: int, seed: int, levels=LEVELS) -> list[dict]:
     out = []
     for b in SIZES:
         rng = np.random.default_rng([seed, b])
-        fired = [first_fire(simulate(b, rng, budget, n_problems, samples), FailureConfig()) for _ in range(n)]
+        fired = [
+            first_fire(simulate(b, rng, budget, n_problems, samples, levels=levels), FailureConfig())
+            for _ in range(n)
+        ]
         alarms = [f for f in fired if f is not None]
         by = {}
         for name, *_ in alarms:
@@ -154,13 +165,24 @@ def collapse_table(
     r0: float,
     width: float,
     quiet: bool = False,
+    levels=LEVELS,
 ) -> list[dict]:
     out = []
     for b in SIZES:
         rng = np.random.default_rng([seed, b, 1])
         got = [
             first_fire(
-                simulate(b, rng, budget, n_problems, samples, collapse_at=r0, width=width, quiet=quiet),
+                simulate(
+                    b,
+                    rng,
+                    budget,
+                    n_problems,
+                    samples,
+                    collapse_at=r0,
+                    width=width,
+                    quiet=quiet,
+                    levels=levels,
+                ),
                 FailureConfig(),
             )
             for _ in range(n)
@@ -169,6 +191,7 @@ def collapse_table(
         early = [g for g in got if g is not None and g[1] <= r0]
         onset = np.array([g[2] - r0 for g in hits], float)
         detect = np.array([g[1] - r0 for g in hits], float)
+        width_ = np.array([g[2] - g[3] for g in hits if g[3] is not None], float)  # (lower, onset]
         by = {}
         for name, *_ in hits:
             by[name] = by.get(name, 0) + 1
@@ -182,6 +205,11 @@ def collapse_table(
                 "onset-R0 p90": float(np.quantile(onset, 0.9)) if onset.size else math.nan,
                 "detect-R0 median": float(np.median(detect)) if detect.size else math.nan,
                 "detect-R0 p90": float(np.quantile(detect, 0.9)) if detect.size else math.nan,
+                # the censoring interval (onset_lower_responses, onset_responses]: its width, and how
+                # often it reaches back to R0 (a ramp's condition begins after R0: it need not)
+                "onset-lower median": float(np.median(width_)) if width_.size else math.nan,
+                "onset-lower p90": float(np.quantile(width_, 0.9)) if width_.size else math.nan,
+                "lower<R0": int(np.sum([g[3] is not None and g[3] < r0 for g in hits])),
                 "by_detector": by,
             }
         )
@@ -212,6 +240,7 @@ def replay_runs(root: Path) -> list[dict]:
                 "logged_failure": (status.get("failure") or {}).get("detector"),
                 "replayed": fired[0] if fired else None,
                 "onset": fired[2] if fired else None,
+                "onset_lower": fired[3] if fired else None,
                 "at": fired[1] if fired else None,
                 "responses": rows[-1].get("responses"),
             }
@@ -238,12 +267,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--collapse-at", type=float, default=6000.0)
     p.add_argument("--collapse-width", type=float, default=512.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--start",
+        type=float,
+        nargs=2,
+        default=LEVELS[0],
+        help="range of the starting accuracy (default 0.2 0.3)",
+    )
+    p.add_argument(
+        "--plateau",
+        type=float,
+        nargs=2,
+        default=LEVELS[1],
+        help="range of the plateau accuracy (default 0.45 0.6)",
+    )
     p.add_argument("--runs", type=Path, default=None, help="replay real run directories under this folder")
     args = p.parse_args(argv)
+    levels = (tuple(args.start), tuple(args.plateau))
     print(
-        f"## healthy simulated runs ({args.healthy} per B, evaluation: {args.problems} problems x {args.samples})"
+        f"## healthy simulated runs ({args.healthy} per B, evaluation: {args.problems} problems x {args.samples}, "
+        f"accuracy from {args.start} to {args.plateau})"
     )
-    _print(healthy_table(args.healthy, args.budget, args.problems, args.samples, args.seed))
+    _print(healthy_table(args.healthy, args.budget, args.problems, args.samples, args.seed, levels))
     for quiet, what in ((False, "drift up 300x, entropy to 1 %"), (True, "drift and entropy unchanged")):
         print(
             f"\n## injected collapse at R0 = {args.collapse_at:g} over {args.collapse_width:g} responses: "
@@ -259,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.collapse_at,
                 args.collapse_width,
                 quiet=quiet,
+                levels=levels,
             )
         )
     if args.runs is not None:

@@ -301,6 +301,8 @@ class Trainer:
                 "rollout": self.clocks.rollout,
                 "onset_responses": event.onset_responses,  # the first row of the sustained condition
                 "onset_rollout": event.onset_rollout,
+                # the condition began after this responses clock (None: unknown)
+                "onset_lower_responses": event.onset_lower_responses,
             }
             self.progress.line(
                 f"[failure] {name}: {event.reason} at {self.clocks.responses} responses "
@@ -413,6 +415,10 @@ class Trainer:
                 "failure": {
                     "responses": self.failure["responses"] if self.failure else None,
                     "onset_responses": self.failure["onset_responses"] if self.failure else None,
+                    # absent from the failure record of an older run: unknown
+                    "onset_lower_responses": self.failure.get("onset_lower_responses")
+                    if self.failure
+                    else None,
                     "failed": self.failure is not None,
                     "detector": self.failure["detector"] if self.failure else None,
                 },

@@ -4,8 +4,11 @@ Each detector watches the metric rows the trainer produces (training rows after 
 evaluation rows after every evaluation; every row carries the clocks). The first detector that fires
 ends the run normally with ``state = failed``, its name, its reason, the clocks at which it *decided*
 (``responses``, ``rollout``) and the **onset**: the clocks of the first row of the sustained condition
-that made it fire (``onset_responses``, ``onset_rollout``). The failure clock is fitted on the onset by
-default; the detection time lags it by the sustain requirement.
+that made it fire (``onset_responses``, ``onset_rollout``), and the earliest clock at which that condition
+can have begun (``onset_lower_responses``: the failure time is interval-censored in (lower, onset]).
+The failure clock is fitted on the onset by default; the detection time lags it by the sustain
+requirement. A detector's state (:meth:`Detector.state_dict`, saved in every checkpoint) restores
+exactly: a resumed run decides as the uninterrupted one.
 
 Design rules, so that the failure clock measures training and not the detector:
 
@@ -28,10 +31,12 @@ Detectors (``failure.<name>``; ``null`` drops one):
   ends the run at that rollout.
 - ``accuracy_collapse``: validation accuracy below ``drop_frac`` x its best so far and more than
   ``z`` standard errors sqrt(best (1 - best) / n) below it, once the best exceeded ``min_peak``, on
-  ``patience`` consecutive evaluations. n counts problems, not responses: the samples of one problem
-  are correlated, so problems are the independent units (a conservative standard error).
-- ``reward_collapse``: the same on the training reward mean smoothed over the last
-  ``window_responses`` responses (n = the prompts in the window), held ``sustain_responses``.
+  ``patience`` consecutive evaluations. n = ``eval/problems``, not ``eval/responses``: the samples of
+  one problem are correlated, so problems are the independent units (a conservative standard error),
+  for greedy pass@1 (one response a problem) and mean pass@1 over ``eval.samples`` samples alike.
+- ``reward_collapse``: the same on ``train/reward_mean`` smoothed (response-weighted) over the last
+  rows covering ``window_responses`` responses, with n = the sum of their ``rollout/prompts``, held
+  ``sustain_responses``.
 - ``kl_blowup``: the drift KL(pi_old || pi_theta) per token after each optimizer step
   (``train/kl_old``, the k3 estimator), smoothed over ``window_responses``, above ``max_kl``.
 - ``entropy_collapse``: smoothed token entropy of the rollouts below ``min_frac`` x the run's starting
@@ -167,6 +172,10 @@ class Fired:
     reason: str
     onset_responses: int
     onset_rollout: int
+    # the earliest ``responses`` clock at which the condition can have begun (exclusive): the failure
+    # time lies in (onset_lower_responses, onset_responses]; None where a state restored from an older
+    # checkpoint does not say
+    onset_lower_responses: int | None = None
 
 
 class Detector:
@@ -195,27 +204,53 @@ def _number(row: dict[str, Any], key: str) -> float | None:
 
 @DETECTORS.register("non_finite")
 class NonFinite(Detector):
+    """Lower onset bound: the previous training row's ``responses`` (its values were finite)."""
+
     def __init__(self, params: NonFiniteParams):
         self.keys = list(params.keys)
+        self.last: int | None = 0  # responses of the last row that carried one of the keys
 
     def observe(self, row):
+        seen = False
         for key in self.keys:
             value = row.get(key)
             if isinstance(value, float) and not math.isfinite(value):
-                return Fired(f"{key} = {value}", int(row["responses"]), int(row["rollout"]))
+                return Fired(f"{key} = {value}", int(row["responses"]), int(row["rollout"]), self.last)
+            seen = seen or key in row
+        if seen:
+            self.last = int(row["responses"])
         return None
+
+    def state_dict(self):
+        return {"last": self.last}
+
+    def load_state_dict(self, state):
+        self.last = state.get("last")  # absent (an older checkpoint): unknown
 
 
 class _Sustained(Detector):
     """A condition on a (smoothed) statistic of one kind of row, sustained before it fires.
 
-    Subclasses give the row key and ``condition(value, n) -> reason | None`` (n = independent units
-    behind the value: prompts, since the responses of one prompt are correlated). Smoothing: the response-weighted mean over the last rows covering ``window_responses``
-    (the condition is not evaluated until the window is full). Onset: the first row of the current
-    streak of rows on which the condition holds. The streak has lasted the training responses its rows
-    cover (a training row covers its rollout's responses, so at large B one rollout can satisfy the
-    sustain requirement, as the same responses would at small B), or, for evaluation rows, the
+    Subclasses give the row key and ``condition(value, n) -> reason | None``, where n is the number of
+    independent units behind the value (``count_key``: the prompts of training rows, the problems of
+    evaluation rows; the responses to one prompt are correlated, so they are not independent units).
+
+    Smoothing: the response-weighted mean of the values of the last rows covering ``window_responses``
+    responses (``weight_key``; the condition is not evaluated until the window is full), with n the sum
+    of their units. Without a window, the row's own value and units. Onset: the first row of the
+    current streak of rows on which the condition holds. The streak has lasted the training responses
+    its rows cover (a training row covers its rollout's responses, so at large B one rollout can satisfy
+    the sustain requirement, as the same responses would at small B), or, for evaluation rows, the
     responses between its first and latest evaluation.
+
+    Lower onset bound: the first responses covered by the (smoothed) statistic of the last row on which
+    the condition was evaluated and did not hold, or 0 if there was none. A condition that had begun
+    at or before that point would have held on all of that row's data, so it began after it: for
+    training rows the start of that row's window (about onset - B - ``window_responses``), for
+    evaluations the previous evaluation.
+
+    The state (window, streak, lower bound and the subclass's own values) is what a checkpoint saves;
+    a restored detector continues exactly as the uninterrupted one.
     """
 
     key: str
@@ -225,8 +260,11 @@ class _Sustained(Detector):
 
     def __init__(self, params: SustainParams):
         self.p = params
-        self.recent: deque[tuple[float, float, float]] = deque()  # (value, responses, independent units)
-        self.streak: list[Any] | None = None  # [onset responses, onset rollout, rows in streak]
+        # (value, responses, independent units, first responses covered); the last is None in entries
+        # restored from an older checkpoint, which did not save it
+        self.recent: deque[tuple[float, float, float, float | None]] = deque()
+        self.streak: list[Any] | None = None  # [onset responses, onset rollout, rows, covered from]
+        self.clear_from: float | None = 0.0  # first responses covered by the last row that did not hold
 
     def value(self, row) -> float | None:
         return _number(row, self.key)
@@ -238,42 +276,63 @@ class _Sustained(Detector):
         value = self.value(row)
         if value is None or math.isnan(value):
             return None
+        responses, rollout = int(row["responses"]), int(row["rollout"])
         weight = _number(row, self.weight_key) or 1.0
+        units = _number(row, self.count_key) or weight  # a row that does not say: its responses
+        start = float(responses) if self.instant else responses - weight
         if self.p.window_responses:
-            self.recent.append((value, weight))
+            self.recent.append((value, weight, units, start))
             while (
                 len(self.recent) > 1
-                and sum(w for _, w in self.recent) - self.recent[0][1] >= self.p.window_responses
+                and sum(e[1] for e in self.recent) - self.recent[0][1] >= self.p.window_responses
             ):
                 self.recent.popleft()
-            n = sum(w for _, w in self.recent)
-            if n < self.p.window_responses:
+            covered = sum(e[1] for e in self.recent)
+            if covered < self.p.window_responses:
                 return None
-            value = sum(v * w for v, w in self.recent) / n
+            value = sum(e[0] * e[1] for e in self.recent) / covered
+            n = sum(e[2] for e in self.recent)
+            start = self.recent[0][3]
         else:
-            n = weight
+            n = units
         reason = self.condition(value, n)
         if reason is None:
             self.streak = None
+            self.clear_from = start
             return None
-        responses, rollout = int(row["responses"]), int(row["rollout"])
         if self.streak is None:
             # the responses the streak covers start before its first row when rows are spans
             self.streak = [responses, rollout, 0, responses - (0 if self.instant else int(weight))]
         self.streak[2] += 1
         held = responses - self.streak[3]
         if self.streak[2] >= self.p.patience and held >= self.p.sustain_responses:
+            lower = None if self.clear_from is None else int(self.clear_from)
             return Fired(
-                f"{reason} (held {self.streak[2]} rows, {held} responses)", self.streak[0], self.streak[1]
+                f"{reason} (held {self.streak[2]} rows, {held} responses)",
+                self.streak[0],
+                self.streak[1],
+                lower,
             )
         return None
 
     def state_dict(self):
-        return {"recent": list(self.recent), "streak": self.streak, **self._extra_state()}
+        return {
+            "recent": [list(e) for e in self.recent],
+            "streak": self.streak,
+            "clear_from": self.clear_from,
+            **self._extra_state(),
+        }
 
     def load_state_dict(self, state):
-        self.recent = deque(tuple(x) for x in state.get("recent", []) if len(x) == 3)
+        recent = []
+        for e in state.get("recent", []):
+            if len(e) == 2:  # (value, responses): units were not saved; they were taken to be responses
+                e = [e[0], e[1], e[1]]
+            recent.append((e[0], e[1], e[2], e[3] if len(e) > 3 else None))
+        self.recent = deque(recent)
         self.streak = state.get("streak")
+        # absent (an older checkpoint) or an old entry in the window: the lower bound is unknown
+        self.clear_from = state.get("clear_from")
         self._load_extra(state)
 
     def _extra_state(self) -> dict[str, Any]:

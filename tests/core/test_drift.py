@@ -137,6 +137,7 @@ def test_non_finite_step_is_not_applied_and_ends_the_run(cache_dir, tmp_path, mo
     status = json.loads((tmp_path / "status.json").read_text())
     assert status["failure"]["detector"] == "non_finite"
     assert status["failure"]["rollout"] == 2 and status["failure"]["onset_rollout"] == 2
+    assert status["failure"]["onset_lower_responses"] == 16  # the previous rollout's responses (B = 16)
     row = [r for r in _rows(tmp_path) if r.get("rollout") == 2 and "opt/grad_norm" in r][0]
     assert row["opt/nonfinite_step"] == 2 and row["optimizer_steps"] == 3
     from safetensors.torch import load_file

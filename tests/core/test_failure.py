@@ -190,3 +190,150 @@ def test_state_round_trip_mid_streak():
     b = FailureMonitor(cfg)
     b.load_state_dict(a.state_dict())
     assert first_fire(b, rows[22:]) == whole
+
+
+# ---------------------------------------------------------------- standard errors over independent units
+
+
+def test_accuracy_collapse_standard_error_counts_problems_not_samples():
+    """16 problems x 8 samples: a drop from 0.3 to 0.14 is more than half, and more than 3 SE of the
+    128 responses (0.040) but within 3 SE of the 16 problems (0.115), the independent units: quiet.
+    Greedy on 16 problems decides the same; on 1,024 problems the drop is beyond the noise at either
+    sample count."""
+    cfg = only(accuracy_collapse=CollapseParams())
+    for samples in (1, 8):
+        for problems, expected in ((16, None), (1024, ("accuracy_collapse", 3 * 256, 2 * 256))):
+            rows = eval_rows([0.25, 0.3, 0.14, 0.13], n=problems)
+            for row in rows:
+                row["eval/responses"] = samples * problems
+            assert first_fire(FailureMonitor(cfg), rows) == expected, (samples, problems)
+
+
+def test_reward_collapse_standard_error_counts_prompts_in_the_window():
+    """B = 32 in groups of 8 (4 prompts a rollout), a 512-response window: 64 prompts. A smoothed
+    reward falling from 0.3 to 0.14 is half of it and 7.9 SE of 512 responses, but 2.8 SE of the 64
+    prompts: quiet; a fall to 0.09 (3.7 SE of the prompts) fires. The same at B = 512 (64 prompts a
+    rollout, one rollout a window)."""
+    cfg = only(reward_collapse=FailureConfig().reward_collapse)
+    for b in (32, 512):
+        n = 16384 // b
+        for low, fires in ((0.14, False), (0.09, True)):
+            values = [0.3 if (i + 1) * b <= 4096 else low for i in range(n)]
+            fired = first_fire(FailureMonitor(cfg), train_rows({"train/reward_mean": values}, b))
+            assert (fired is not None) == fires, (b, low, fired)
+
+
+# ---------------------------------------------------------------- checkpointed state
+
+
+def _degrading_histories() -> dict[str, tuple[FailureConfig, list[dict]]]:
+    """For every detector: a configuration with it alone and a history (training and evaluation rows in
+    clock order, B = 32) that makes it fire after a sustained stretch."""
+    b, n = 32, 256
+
+    def step(good, bad, at=4096):
+        return [good if (i + 1) * b <= at else bad for i in range(n)]
+
+    def merged(train: list[dict], evals: list[dict]) -> list[dict]:
+        return sorted(train + evals, key=lambda r: (r["responses"], "eval/accuracy" in r))
+
+    healthy = healthy_rows(b, n * b)
+    nan_rows = [dict(r) for r in healthy]
+    nan_rows[150]["opt/grad_norm"] = math.nan
+    evals = eval_rows([0.2, 0.3, 0.45, 0.5, 0.48, 0.5, 0.5, 0.2, 0.22, 0.18, 0.1, 0.1], every=512)
+    return {
+        "non_finite": (only(non_finite=FailureConfig().non_finite), merged(nan_rows, evals)),
+        "accuracy_collapse": (only(accuracy_collapse=CollapseParams()), merged(healthy, evals)),
+        "reward_collapse": (
+            only(reward_collapse=FailureConfig().reward_collapse),
+            merged(train_rows({"train/reward_mean": step(0.45, 0.05)}, b), evals),
+        ),
+        "kl_blowup": (only(kl_blowup=KLBlowupParams()), train_rows({"train/kl_old": step(0.01, 2.0)}, b)),
+        "entropy_collapse": (
+            only(entropy_collapse=EntropyCollapseParams()),
+            train_rows({"train/entropy": step(0.6, 0.001)}, b),
+        ),
+        "length_blowup": (
+            only(length_blowup=LengthBlowupParams()),
+            train_rows({"train/finished_frac": step(1.0, 0.2)}, b),
+        ),
+        "mismatch": (
+            only(mismatch=MismatchParams()),
+            train_rows({"rollout/mismatch_logp_abs_mean": step(0.01, 1.0)}, b),
+        ),
+    }
+
+
+def _decisions(monitor: FailureMonitor, rows: list[dict]):
+    for row in rows:
+        fired = monitor.observe(row)
+        if fired:
+            name, event = fired
+            return name, row["responses"], event
+    return None
+
+
+@pytest.mark.parametrize("name", list(FailureConfig.__dataclass_fields__))
+def test_checkpointed_state_continues_exactly_as_the_uninterrupted_run(name):
+    """state_dict -> JSON (as in trainer.json) -> load_state_dict into a fresh monitor, at every row of
+    the history: the restored state equals the saved one, and the run continues to the identical
+    decision (detector, responses, onset, lower onset bound, reason) as the uninterrupted one."""
+    import json
+
+    cfg, rows = _degrading_histories()[name]
+    whole = _decisions(FailureMonitor(cfg), rows)
+    assert whole is not None and whole[0] == name
+    stop = rows.index(next(r for r in rows if r["responses"] == whole[1]))
+    for k in range(1, stop + 1):
+        a = FailureMonitor(cfg)
+        for row in rows[:k]:
+            assert a.observe(row) is None
+        saved = json.loads(json.dumps(a.state_dict()))
+        b = FailureMonitor(cfg)
+        b.load_state_dict(saved)
+        assert json.loads(json.dumps(b.state_dict())) == saved, (name, k)
+        assert _decisions(b, rows[k:]) == whole, (name, k)
+
+
+# ---------------------------------------------------------------- the lower onset bound
+
+
+def test_lower_onset_bound_of_non_finite_and_accuracy_collapse():
+    """non_finite: the previous rollout's responses; accuracy_collapse: the evaluation before the onset
+    evaluation."""
+    rows = healthy_rows(64, 640)
+    rows[4]["opt/grad_norm"] = math.nan
+    _, at, event = _decisions(FailureMonitor(FailureConfig()), rows)
+    assert (at, event.onset_responses, event.onset_lower_responses) == (320, 320, 256)
+    rows = eval_rows([0.2, 0.35, 0.5, 0.45, 0.2, 0.15])
+    _, at, event = _decisions(FailureMonitor(only(accuracy_collapse=CollapseParams())), rows)
+    assert (at, event.onset_responses, event.onset_lower_responses) == (5 * 256, 4 * 256, 3 * 256)
+
+
+@pytest.mark.parametrize(
+    "name", ["reward_collapse", "kl_blowup", "entropy_collapse", "length_blowup", "mismatch"]
+)
+@pytest.mark.parametrize("b", [32, 128, 512])
+@pytest.mark.parametrize("change", [4096, 4100, 4600])
+def test_lower_onset_bound_brackets_the_change_of_a_windowed_detector(name, b, change):
+    """Per-response behaviour turning bad at ``change`` responses (on a rollout boundary or inside a
+    rollout): the failure time is interval-censored in (onset_lower_responses, onset_responses], which
+    holds the change, and the bound is no looser than one rollout plus one window (in whole rollouts)
+    before the onset."""
+    cfg, _ = _degrading_histories()[name]
+    key, good, bad = {
+        "reward_collapse": ("train/reward_mean", 0.45, 0.05),
+        "kl_blowup": ("train/kl_old", 0.01, 2.0),
+        "entropy_collapse": ("train/entropy", 0.6, 0.001),
+        "length_blowup": ("train/finished_frac", 1.0, 0.2),
+        "mismatch": ("rollout/mismatch_logp_abs_mean", 0.01, 1.0),
+    }[name]
+    n = 8192 // b
+    # a rollout straddling the change carries the mixture of its responses
+    frac_bad = [min(max((i + 1) * b - change, 0), b) / b for i in range(n)]
+    values = [good + (bad - good) * f for f in frac_bad]
+    fired, at, event = _decisions(FailureMonitor(cfg), train_rows({key: values}, b))
+    window = getattr(cfg, name).window_responses
+    assert fired == name
+    assert event.onset_lower_responses < change <= event.onset_responses <= at
+    assert event.onset_lower_responses >= max(0, event.onset_responses - b - b * math.ceil(window / b))

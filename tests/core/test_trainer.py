@@ -217,9 +217,10 @@ def test_failure_ends_run_normally(cache_dir, tmp_path, varied_rewards):
     failure = status["failure"]
     assert failure["detector"] == "kl_blowup" and failure["rollout"] == 1
     assert failure["onset_rollout"] == 1 and failure["onset_responses"] == 16
+    assert failure["onset_lower_responses"] == 0  # no rollout before the onset one
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["failure"]["failed"] and summary["failure"]["responses"] == 16
-    assert summary["failure"]["onset_responses"] == 16
+    assert summary["failure"]["onset_responses"] == 16 and summary["failure"]["onset_lower_responses"] == 0
     assert not math.isnan(summary["final"]["responses"])
 
 
