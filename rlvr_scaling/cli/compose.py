@@ -86,12 +86,31 @@ def initialized() -> Iterator[None]:
     :func:`compose` runs in, for code that asks Hydra something else about ``conf/``."""
     from hydra import initialize_config_dir
 
-    from rlvr_scaling.config import register_configs
-
     register_resolvers()
-    register_configs()
+    _register_schemas()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=VERSION_BASE):
         yield
+
+
+_registered: tuple | None = None
+
+
+def _register_schemas() -> None:
+    """:func:`rlvr_scaling.config.register_configs` (~0.2 s), again only when a schema registry has
+    changed since (a task module imported later) or Hydra's ConfigStore no longer holds the root."""
+    from hydra.core.config_store import ConfigStore
+
+    from rlvr_scaling.algorithms import allocators, baselines, lr_rules
+    from rlvr_scaling.config import register_configs
+    from rlvr_scaling.tasks import TASK_PARAMS
+
+    global _registered
+    repo = ConfigStore.instance().repo
+    registries = (TASK_PARAMS, baselines.PARAMS, lr_rules.PARAMS, allocators.PARAMS)
+    state = (id(repo), tuple((name, id(params)) for r in registries for name, params in r.items()))
+    if state != _registered or "config_schema.yaml" not in repo:
+        register_configs()
+        _registered = state
 
 
 def to_config(cfg: DictConfig) -> Config:
