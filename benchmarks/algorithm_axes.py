@@ -46,27 +46,15 @@ OPTIONS = {
 }
 
 
-def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.train import CONF_DIR
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=overrides))
-
-
 def cost(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from rlvr_scaling.cli.train import _register_resolvers
-    from rlvr_scaling.config import derive, register_configs
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
     from rlvr_scaling.run import build_components
     from rlvr_scaling.trainer import Trainer
 
-    _register_resolvers()
-    register_configs()
     common = [
         f"rollout.prompts_per_rollout={args.prompts}",
         f"rollout.group_size={args.group}",
@@ -74,11 +62,11 @@ def cost(args) -> None:
         "run.progress=false",
         "failure=none",
     ]
-    base_cfg = _compose(common)
+    base_cfg = compose(common)
     comps = build_components(base_cfg, log=lambda *_: None)
     trainers = {}
     for name, extra in OPTIONS.items():
-        cfg = _compose(common + extra)
+        cfg = compose(common + extra)
         c = copy.copy(comps)
         c.model = copy.deepcopy(comps.model)
         c.engine = copy.copy(comps.engine)

@@ -38,32 +38,24 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import derive, register_configs
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
     from rlvr_scaling.engines.base import SamplingParams
     from rlvr_scaling.policy import completion_logprobs, trim_padding
     from rlvr_scaling.run import build_components
     from rlvr_scaling.rundir import save_checkpoint
     from rlvr_scaling.trainer import Trainer
 
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        dcfg = compose(
-            "config",
-            overrides=[
-                f"rollout.prompts_per_rollout={args.prompts}",
-                f"rollout.group_size={args.group}",
-                f"optim.steps_per_rollout={args.steps}",
-                "eval.every_responses=100000000",
-                "run.progress=false",
-                f"optim.skip_zero_advantage={str(args.skip_zero).lower()}",
-            ],
-        )
-    cfg = OmegaConf.to_object(dcfg)
+    cfg = compose(
+        [
+            f"rollout.prompts_per_rollout={args.prompts}",
+            f"rollout.group_size={args.group}",
+            f"optim.steps_per_rollout={args.steps}",
+            "eval.every_responses=100000000",
+            "run.progress=false",
+            f"optim.skip_zero_advantage={str(args.skip_zero).lower()}",
+        ]
+    )
     d = derive(cfg)
     comps = build_components(cfg, log=lambda *_: None)
     run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))

@@ -70,11 +70,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.engines.hf import HFEngine
     from rlvr_scaling.engines.vllm import VLLMEngine, vllm_available
     from rlvr_scaling.engines.vllm_config import VLLMConfig
@@ -82,10 +78,7 @@ def main() -> None:
     from rlvr_scaling.tasks import build_task
     from rlvr_scaling.warm_start import prepare_embedded
 
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=[f"run.cache_dir={args.cache_dir}"]))
+    cfg = compose([f"run.cache_dir={args.cache_dir}"])
     shapes = [parse_shape(s) for s in args.shapes.split(",")]
     task = build_task(cfg.task)
     model_dir = str(prepare_embedded(cfg.model, task, cfg.task, os.path.expanduser(args.cache_dir)))

@@ -290,19 +290,12 @@ def overrides(kind: str, shape: str, model_dir: str, device: str, cycle: dict, r
 
 def ours(kind: str, shape: str, model_dir: str, device: str, cycle: dict) -> dict:
     """A few rollouts of our trainer (``rlvr-train``'s composition and :func:`train`)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.run import train
 
     run_dir = Path(tempfile.mkdtemp(prefix=f"rlvr_{kind}_"))
     ov = overrides(kind, shape, model_dir, device, cycle, run_dir)
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=ov))
+    cfg = compose(ov)
     lines: list[str] = []
     state = train(cfg, run_dir / "run", log=lambda *a: lines.append(" ".join(map(str, a))))
     rows = [json.loads(x) for x in (run_dir / "run/metrics.jsonl").read_text().splitlines()]

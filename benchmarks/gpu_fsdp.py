@@ -42,12 +42,9 @@ def main() -> None:
 
     import torch
     from gpu_real_model import ARCH, check_overrides, stand_in_model
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
     from rlvr_scaling import distributed
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.models import check_model_path
     from rlvr_scaling.run import train
 
@@ -68,10 +65,7 @@ def main() -> None:
     if device == "cpu":
         overrides += ["run.device=cpu", "model.dtype=float32"]
     overrides += args.overrides
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=overrides))
+    cfg = compose(overrides)
     stand_in = False
     try:
         if device == "cpu":

@@ -30,72 +30,22 @@ sys.path.insert(0, str(REPO))
 
 from rlvr_scaling.stand_in import SHAPES  # noqa: E402
 
-# Public config.json values of the presets' models (for a random-weight stand-in of the same shapes):
-# the library's stand-in shapes, and the larger presets that only this benchmark builds.
-ARCH = {
-    **{name: shape for name, shape in SHAPES.items() if name != "tiny"},
-    "qwen2.5_3b": dict(
-        hidden_size=2048,
-        num_hidden_layers=36,
-        num_attention_heads=16,
-        num_key_value_heads=2,
-        intermediate_size=11008,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "qwen2.5_7b": dict(
-        hidden_size=3584,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        intermediate_size=18944,
-        vocab_size=152064,
-        tie_word_embeddings=False,
-    ),
-    "qwen3_4b_base": dict(
-        hidden_size=2560,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        intermediate_size=9728,
-        vocab_size=151936,
-        tie_word_embeddings=True,
-    ),
-    "qwen3_8b_base": dict(
-        hidden_size=4096,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        intermediate_size=12288,
-        vocab_size=151936,
-        tie_word_embeddings=False,
-    ),
-}
-ARCH["qwen2.5_1.5b_instruct"] = ARCH["qwen2.5_1.5b"]
-# --cpu-smoke checks this script on a CPU with vLLM's CPU build: a tiny Qwen2, not a measurement.
-SMOKE_ARCH = dict(
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    intermediate_size=128,
-    vocab_size=512,
-    tie_word_embeddings=True,
-)
+# The presets' shapes (public config.json values) for a random-weight stand-in of the same size.
+ARCH = {name: shape for name, shape in SHAPES.items() if name != "tiny"}
+# --cpu-smoke checks this script on a CPU with vLLM's CPU build: the tiny shape with the character
+# tokenizer's vocabulary, not a measurement.
+SMOKE_ARCH = {**SHAPES["tiny"], "vocab_size": 512}
 
 
 def stand_in_model(preset: str, dtype: str, out: Path, device: str) -> str:
     """Random weights in the preset's architecture, with the character tokenizer; a HF model directory."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     from rlvr_scaling.models import DTYPES, build_tokenizer, save_hf_dir
+    from rlvr_scaling.stand_in import model_classes
 
-    qwen3 = preset.startswith("qwen3") and device == "cuda"
     tok = build_tokenizer()
-    cls_cfg, cls_model = (Qwen3Config, Qwen3ForCausalLM) if qwen3 else (Qwen2Config, Qwen2ForCausalLM)
+    cls_cfg, cls_model = model_classes(preset if device == "cuda" else "tiny")
     config = cls_cfg(
         **(ARCH[preset] if device == "cuda" else SMOKE_ARCH),
         max_position_embeddings=4096,
@@ -174,11 +124,8 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.models import check_model_path
     from rlvr_scaling.run import build_components, train
 
@@ -194,10 +141,7 @@ def main() -> None:
         overrides += ["run.device=cpu", "model.dtype=float32", "rollout.vllm.dtype=float32"]
         overrides += ["rollout.vllm.enforce_eager=null", "rollout.vllm.max_model_len=1024"]
     overrides += args.overrides
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=overrides))
+    cfg = compose(overrides)
     stand_in = False
     try:
         if device == "cpu":

@@ -93,14 +93,9 @@ def source_text() -> str:
 
 def compose_config(prompts: int, group: int, steps: int, max_new_tokens: int, extra=()):
     """The default Hydra config as ``rlvr-train`` composes it, with the cycle's overrides."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
 
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import derive, register_configs
-
-    _register_resolvers()
-    register_configs()
     overrides = [
         f"rollout.prompts_per_rollout={prompts}",
         f"rollout.group_size={group}",
@@ -110,9 +105,7 @@ def compose_config(prompts: int, group: int, steps: int, max_new_tokens: int, ex
         "run.progress=false",
         *extra,
     ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        dcfg = compose("config", overrides=overrides)
-    cfg = OmegaConf.to_object(dcfg)
+    cfg = compose(overrides)
     return cfg, derive(cfg)
 
 

@@ -43,21 +43,6 @@ RESULTS = REPO / "experiments" / "results"
 sys.path.insert(0, str(REPO))
 
 
-def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
-
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose("config", overrides=overrides)
-    return OmegaConf.to_object(cfg)
-
-
 # ----------------------------------------------------------------------------------------------- train
 
 CONDITIONS = {
@@ -164,6 +149,7 @@ def part_noise(args) -> None:
 
     from rlvr_scaling.algorithms import baselines as bl
     from rlvr_scaling.algorithms.loss import token_weights
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.engines.base import SamplingParams
     from rlvr_scaling.per_sample import PerSampleGradients, logit_grad_norms, noise_from_norms
     from rlvr_scaling.run import build_components
@@ -274,6 +260,7 @@ def part_overhead(args) -> None:
     import torch
 
     from rlvr_scaling.algorithms.baselines import GRPOParams, OptimalParams
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.config import derive
     from rlvr_scaling.per_sample import PerSampleNoiseParams
     from rlvr_scaling.run import build_components

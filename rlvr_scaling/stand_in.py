@@ -4,11 +4,12 @@ the weights (offline GPU nodes, CI) that must still run a real architecture end 
 :func:`build_tokenizer` trains a small byte-level BPE tokenizer with ``tokenizers`` on the given texts,
 with Qwen2.5-style special tokens (``<|endoftext|>`` as padding, ``<|im_start|>`` / ``<|im_end|>`` and a
 ChatML chat template; EOS ``<|im_end|>``, as for the Instruct models), so both ``model.prompt_format``
-values work. :func:`build_model` builds a ``Qwen2ForCausalLM`` of a named shape (:data:`SHAPES`: the
-public ``config.json`` values of Qwen2.5-0.5B and -1.5B, and ``tiny`` for CPU tests) with random weights
-and saves it with the tokenizer as a Hugging Face directory. The model's vocabulary is the real model's
-151,936 rows (same embedding and output-layer cost), larger than the tokenizer's, as with Qwen itself;
-ids beyond the tokenizer decode to nothing.
+values work. :func:`build_model` builds a model of a named shape (:data:`SHAPES`: the public
+``config.json`` values of every real-model preset in conf/model/, and ``tiny`` for CPU tests) with random
+weights, ``Qwen2ForCausalLM`` or, for the ``qwen3_*`` shapes, ``Qwen3ForCausalLM``
+(:func:`model_classes`), and saves it with the tokenizer as a Hugging Face directory. The model's
+vocabulary is the real model's (same embedding and output-layer cost), larger than the tokenizer's, as
+with Qwen itself; ids beyond the tokenizer decode to nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-# Public config.json values (hidden, layers, heads, KV heads, MLP width, vocabulary, tied embeddings).
+# Public config.json values (hidden, layers, heads, KV heads, [head size,] MLP width, vocabulary, tied
+# embeddings), one per real-model preset (conf/model/<name>.yaml).
 SHAPES: dict[str, dict] = {
     "qwen2.5_0.5b": dict(
         hidden_size=896,
@@ -38,6 +40,44 @@ SHAPES: dict[str, dict] = {
         vocab_size=151936,
         tie_word_embeddings=True,
     ),
+    "qwen2.5_3b": dict(
+        hidden_size=2048,
+        num_hidden_layers=36,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        intermediate_size=11008,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5_7b": dict(
+        hidden_size=3584,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        intermediate_size=18944,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+    "qwen3_4b_base": dict(
+        hidden_size=2560,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=9728,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "qwen3_8b_base": dict(
+        hidden_size=4096,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=12288,
+        vocab_size=151936,
+        tie_word_embeddings=False,
+    ),
     # CPU tests and smoke runs: the same architecture, tiny (head size 32: vLLM's CPU attention)
     "tiny": dict(
         hidden_size=64,
@@ -49,6 +89,7 @@ SHAPES: dict[str, dict] = {
         tie_word_embeddings=True,
     ),
 }
+SHAPES["qwen2.5_1.5b_instruct"] = SHAPES["qwen2.5_1.5b"]  # the Instruct model: the same shape
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] "
@@ -79,15 +120,21 @@ def build_tokenizer(texts: list[str], vocab_size: int = 512):
     return fast
 
 
+def model_classes(shape: str):
+    """The transformers config and model classes of ``shape``: Qwen3 for ``qwen3_*``, else Qwen2."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    return (Qwen3Config, Qwen3ForCausalLM) if shape.startswith("qwen3") else (Qwen2Config, Qwen2ForCausalLM)
+
+
 def build_model(
     shape: str, tokenizer, out: Path, dtype: torch.dtype = torch.float32, device: str = "cpu", seed: int = 0
 ) -> Path:
-    """A random-weight ``Qwen2ForCausalLM`` of ``shape`` saved with ``tokenizer`` in ``out``."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
+    """A random-weight model of ``shape`` (:func:`model_classes`) saved with ``tokenizer`` in ``out``."""
+    config_cls, model_cls = model_classes(shape)
     arch = dict(SHAPES[shape])
     arch["vocab_size"] = arch["vocab_size"] or len(tokenizer)
-    config = Qwen2Config(
+    config = config_cls(
         **arch,
         max_position_embeddings=4096,
         rope_theta=1e6,
@@ -100,7 +147,7 @@ def build_model(
     try:
         with torch.random.fork_rng(devices=[]), torch.device(device):
             torch.manual_seed(seed)
-            model = Qwen2ForCausalLM(config)
+            model = model_cls(config)
     finally:
         torch.set_default_dtype(default)
     gen = model.generation_config

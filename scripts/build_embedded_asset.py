@@ -49,17 +49,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def compose_config(overrides: list[str]):
     """The typed config ``rlvr-train <overrides>`` would run (Hydra's compose API over conf/)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import validate
 
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs, validate
-
-    _register_resolvers()
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=list(overrides))
-    typed = OmegaConf.to_object(cfg)
+    typed = compose(overrides)
     validate(typed)
     return typed
 

@@ -7,12 +7,13 @@
     rlvr-train --cfg job                            # print the composed config
 
 The run directory is Hydra's ``hydra.run.dir`` (single runs) or sweep subdir (multiruns); re-running
-the same command resumes the run in it, or skips it when it has ended.
+the same command resumes the run in it, or skips it when it has ended. The config directory, its
+resolvers and the run directories' names live in :mod:`rlvr_scaling.cli.compose`, whose ``compose`` gives
+code outside this entry point the same config.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -20,39 +21,13 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from rlvr_scaling.cli.compose import CONF_DIR, VERSION_BASE, register_resolvers
 from rlvr_scaling.config import register_configs
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.rundir import RunDirLocked
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
 
-
-# A file name holds at most 255 bytes (NAME_MAX); longer override lists are shortened (run_dirname).
-MAX_DIRNAME_BYTES = 200
-
-
-def run_dirname(override_dirname: str) -> str:
-    """A run directory's name from Hydra's ``hydra.job.override_dirname`` (the overrides that vary):
-    ``default`` when there are none; a name past :data:`MAX_DIRNAME_BYTES` keeps its start and ends in
-    ``,~<12 hex digits of its SHA-1>``, so it stays unique, stable and creatable."""
-    if not override_dirname:
-        return "default"
-    raw = override_dirname.encode()
-    if len(raw) <= MAX_DIRNAME_BYTES:
-        return override_dirname
-    digest = hashlib.sha1(raw).hexdigest()[:12]
-    return raw[: MAX_DIRNAME_BYTES - 14].decode(errors="ignore") + ",~" + digest
-
-
-def _register_resolvers() -> None:
-    if not OmegaConf.has_resolver("rlvr.or"):
-        OmegaConf.register_new_resolver("rlvr.or", lambda value, default: value if value else default)
-    if not OmegaConf.has_resolver("rlvr.dirname"):
-        OmegaConf.register_new_resolver("rlvr.dirname", run_dirname)
-
-
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+@hydra.main(version_base=VERSION_BASE, config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> str:
     from hydra.core.hydra_config import HydraConfig
 
@@ -106,7 +81,7 @@ def main() -> None:
         sys.exit(
             f"rlvr-train: config directory {CONF_DIR} not found (install the project editable from a clone)"
         )
-    _register_resolvers()
+    register_resolvers()
     register_configs()
     _hydra_main()
 

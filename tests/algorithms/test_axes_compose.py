@@ -9,22 +9,17 @@ import math
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from rlvr_scaling.algorithms.allocators import VigorParams
 from rlvr_scaling.algorithms.baselines import OptimalParams, RLOOParams
 from rlvr_scaling.algorithms.loss import OBJECTIVES
 from rlvr_scaling.algorithms.lr_rules import SNRLRParams
-from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-from rlvr_scaling.config import derive, register_configs, validate
+from rlvr_scaling.cli.compose import CONF_DIR, compose
+from rlvr_scaling.config import derive, validate
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.run import train
 from tests.algorithms.test_dynamic_sampling import no_detectors
 from tests.conftest import tiny_config
-
-_register_resolvers()
-register_configs()
 
 NEW_LOSSES = ("gspo", "gspo_token", "cispo", "dual_clip")
 OTHER_AXES = [f"baseline={p.stem}" for p in sorted((CONF_DIR / "baseline").glob("*.yaml"))]
@@ -32,14 +27,6 @@ OTHER_AXES += [f"allocator={p.stem}" for p in sorted((CONF_DIR / "allocator").gl
 OTHER_AXES += [f"lr={p.stem}" for p in sorted((CONF_DIR / "lr").glob("*.yaml"))]
 OTHER_AXES += [f"loss.aggregation={a}" for a in ("token_mean", "sequence_mean", "constant")]
 OTHER_AXES += ["rollout=vllm", "rollout.staleness=2", "loss.kl_coef=0.04"]
-
-
-def _typed(overrides):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    OmegaConf.set_struct(cfg, False)
-    cfg.pop("hydra", None)
-    return OmegaConf.to_object(cfg)
 
 
 def test_every_objective_has_a_preset():
@@ -50,7 +37,7 @@ def test_every_objective_has_a_preset():
 @pytest.mark.parametrize("loss", NEW_LOSSES)
 def test_new_losses_compose_with_every_axis(loss):
     for other in OTHER_AXES:
-        typed = _typed([f"loss={loss}", other])
+        typed = compose([f"loss={loss}", other])
         validate(typed)
         derive(typed)
         assert typed.loss.name == ("ppo" if loss == "dual_clip" else loss)
@@ -60,25 +47,25 @@ def test_new_losses_compose_with_every_axis(loss):
     "override", [o for o in OTHER_AXES if not o.startswith(("allocator=vigor", "rollout.staleness"))]
 )
 def test_dynamic_sampling_and_staleness_compose(override):
-    typed = _typed(["rollout.dynamic_sampling=true", "rollout.staleness=1", override])
+    typed = compose(["rollout.dynamic_sampling=true", "rollout.staleness=1", override])
     validate(typed)
     assert typed.rollout.dynamic_sampling and typed.rollout.staleness == 1
 
 
 def test_presets_carry_the_papers_defaults():
-    gspo, cispo, dual = (_typed([f"loss={n}"]).loss for n in ("gspo", "cispo", "dual_clip"))
+    gspo, cispo, dual = (compose([f"loss={n}"]).loss for n in ("gspo", "cispo", "dual_clip"))
     assert (gspo.clip, gspo.clip_high, gspo.aggregation) == (3e-4, 4e-4, "sequence_mean")
     assert (cispo.clip, cispo.clip_high, cispo.aggregation) == (1.0, 0.28, "token_mean")
     assert (dual.clip, dual.dual_clip) == (0.2, 3.0)
     with pytest.raises(ConfigError, match=r"loss\.dual_clip applies to"):
-        validate(_typed(["loss=cispo", "loss.dual_clip=3"]))
+        validate(compose(["loss=cispo", "loss.dual_clip=3"]))
 
 
 @pytest.mark.parametrize("loss", NEW_LOSSES)
 def test_new_losses_train_with_adaptive_methods(cache_dir, tmp_path, varied_rewards, loss):
     """Each loss inside the trainer with the optimal baseline, VIGOR, the SNR rule, the constant
     normaliser and staleness 1; and with RLOO under dynamic sampling: finite rows, real gradients."""
-    preset = _typed([f"loss={loss}"]).loss
+    preset = compose([f"loss={loss}"]).loss
     for variant in ("adaptive", "dynamic"):
         cfg_loss = dataclasses.replace(preset)
         if variant == "adaptive":

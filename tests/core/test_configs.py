@@ -9,31 +9,14 @@ import sys
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from rlvr_scaling.algorithms import allocators, baselines, failure, lr_rules
-from rlvr_scaling.cli.train import CONF_DIR, REPO_ROOT, _register_resolvers
-from rlvr_scaling.config import derive, register_configs, validate
+from rlvr_scaling.cli.compose import CONF_DIR, REPO_ROOT, compose
+from rlvr_scaling.config import derive, validate
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.tasks import TASKS
 
-_register_resolvers()
-register_configs()
-
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
-
-
-def _compose(overrides, hydra=False):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=overrides, return_hydra_config=hydra)
-
-
-def _typed(cfg):
-    cfg = cfg.copy()
-    OmegaConf.set_struct(cfg, False)
-    cfg.pop("hydra", None)
-    return OmegaConf.to_object(cfg)
 
 
 @pytest.mark.parametrize(
@@ -41,7 +24,7 @@ def _typed(cfg):
     [(g, p.stem) for g in GROUPS for p in sorted((CONF_DIR / g).glob("*.yaml"))],
 )
 def test_every_option_composes(group, option):
-    typed = _typed(_compose([f"{group}={option}"]))
+    typed = compose([f"{group}={option}"])
     if (group, option) == ("task", "math_file"):
         with pytest.raises(ConfigError, match=r"task\.path"):  # the data file must be given
             validate(typed)
@@ -64,11 +47,11 @@ def _needs_local_files(typed) -> bool:
 
 @pytest.mark.parametrize("sweep", sorted(p.stem for p in (REPO_ROOT / "sweeps").glob("*.yaml")))
 def test_every_sweep_composes_and_expands(sweep):
-    from rlvr_scaling.cli.grid import expand
+    from rlvr_scaling.cli.grid import list_jobs
 
-    jobs, composed = expand([f"sweeps={sweep}"])
+    jobs = list_jobs([f"sweeps={sweep}"])
     assert len(jobs) >= 4
-    typed_all = [_typed(cfg) for cfg in composed]
+    typed_all = [job.config for job in jobs]
     for typed in typed_all:
         validate(typed)
         assert typed.run.sweep == sweep
@@ -110,7 +93,7 @@ def test_registries_match_config_groups():
     ],
 )
 def test_bad_values_name_the_key(override, key):
-    typed = _typed(_compose([override]))
+    typed = compose([override])
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         validate(typed)
 
@@ -118,7 +101,7 @@ def test_bad_values_name_the_key(override, key):
 @pytest.mark.parametrize("override", ["rollout.group_sizee=4", "rollout.group_size=four", "lr=cosine"])
 def test_typos_fail_at_composition(override):
     with pytest.raises(Exception, match=override.split("=")[0].split(".")[-1]):
-        _compose([override])
+        compose([override])
 
 
 def test_cli_reports_config_error_before_compute(tmp_path):
@@ -131,3 +114,18 @@ def test_cli_reports_config_error_before_compute(tmp_path):
     assert proc.returncode == 2
     assert "rollout.group_size must be >= 2" in proc.stderr
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_every_real_model_preset_has_a_stand_in_shape():
+    """rlvr_scaling.stand_in.SHAPES holds one shape per hub-model preset (the GPU benchmarks build a
+    random-weight stand-in of any preset), and each one makes a config of its model class."""
+    from rlvr_scaling.stand_in import SHAPES, model_classes
+
+    presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
+    real = {p for p in presets if compose([f"model={p}"]).model.path != "embedded"}
+    assert real and real == set(SHAPES) - {"tiny"}
+    for name in real:
+        config_cls, _ = model_classes(name)
+        arch = config_cls(**SHAPES[name])
+        assert arch.model_type == ("qwen3" if name.startswith("qwen3") else "qwen2")
+        assert arch.hidden_size == SHAPES[name]["hidden_size"]

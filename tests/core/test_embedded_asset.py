@@ -9,11 +9,8 @@ import json
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-from rlvr_scaling.config import register_configs
+from rlvr_scaling.cli.compose import compose
 from rlvr_scaling.warm_start import (
     HEAD_STEPS,
     SHIPPED_DIR,
@@ -24,20 +21,10 @@ from rlvr_scaling.warm_start import (
     warm_start_blob,
 )
 
-_register_resolvers()
-register_configs()
-
-
-def composed(overrides=()):
-    """The typed config ``rlvr-train <overrides>`` runs."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=list(overrides))
-    return OmegaConf.to_object(cfg)
-
 
 @pytest.fixture(scope="module")
 def default_cfg():
-    return composed()
+    return compose()
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +75,7 @@ def test_default_run_uses_the_shipped_directory_without_training(default_cfg, ta
 
 
 def test_another_config_trains_and_caches_its_own(default_cfg, task, tmp_path):
-    cfg = composed(["model.warm_start.steps=2"])
+    cfg = compose(["model.warm_start.steps=2"])
     logs: list[str] = []
     out = prepare_embedded(cfg.model, task, cfg.task, tmp_path, log=logs.append)
     assert out.parent == tmp_path / "embedded" and (out / "COMPLETE").is_file()
@@ -102,7 +89,7 @@ def test_another_config_trains_and_caches_its_own(default_cfg, task, tmp_path):
 
 def test_without_an_asset_the_default_is_trained(default_cfg, task, tmp_path):
     logs: list[str] = []
-    cfg = composed(["model.warm_start.steps=1"])
+    cfg = compose(["model.warm_start.steps=1"])
     out = prepare_embedded(
         cfg.model, task, cfg.task, tmp_path, log=logs.append, shipped_dir=tmp_path / "none"
     )

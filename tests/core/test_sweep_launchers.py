@@ -23,8 +23,9 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from rlvr_scaling.cli.grid import compose_job, run_dir_of, sweep_jobs
-from rlvr_scaling.cli.train import REPO_ROOT, default_threads
+from rlvr_scaling.cli.compose import REPO_ROOT, compose, to_config
+from rlvr_scaling.cli.grid import run_dir_of, sweep_jobs
+from rlvr_scaling.cli.train import default_threads
 from rlvr_scaling.config import validate
 from rlvr_scaling.errors import ConfigError
 
@@ -68,7 +69,7 @@ def _local_jobs(sweep: str) -> list[list[str]]:
 
 @functools.cache
 def _compose_cached(job: tuple[str, ...]):
-    return compose_job(list(job))
+    return compose(job, hydra=True)
 
 
 def test_the_product_is_discovered():
@@ -92,7 +93,7 @@ def test_every_sweep_composes_with_every_launcher(sweep, preset):
     from hydra.utils import get_class
 
     overrides = _overrides(sweep, preset)
-    base = compose_job(overrides)
+    base = compose(overrides, hydra=True)
     launcher = base.hydra.launcher
     if preset is None:
         assert base.hydra.runtime.choices["hydra/launcher"] == "local"
@@ -108,8 +109,8 @@ def test_every_sweep_composes_with_every_launcher(sweep, preset):
     assert unlaunched == local_jobs, "a launcher preset changed the grid"
     # Every job of every sweep is composed without a preset in tests/core/test_configs.py (and with one
     # by each rlvr-train below); here the last one (the largest value of every axis) with the launcher.
-    cfg = compose_job(jobs[-1])
-    typed = OmegaConf.to_object(_job_part(cfg))
+    cfg = compose(jobs[-1], hydra=True)
+    typed = to_config(cfg)
     _validate(typed)
     assert typed.run.sweep == sweep
     name = run_dir_of(cfg).name
@@ -120,7 +121,7 @@ def test_every_sweep_composes_with_every_launcher(sweep, preset):
 
 
 def test_run_directory_names_leave_out_launcher_settings():
-    cfg = compose_job(
+    cfg = compose(
         [
             "sweeps=demo",
             "slurm=gpu",
@@ -130,12 +131,13 @@ def test_run_directory_names_leave_out_launcher_settings():
             "hydra.launcher.array_parallelism=2",
             "run.lock_wait_s=5",
             "run.threads=1",
-        ]
+        ],
+        hydra=True,
     )
     assert cfg.hydra.job.override_dirname == "seed=3"
-    local = compose_job(["sweeps=demo", "seed=3", "hydra.launcher.n_jobs=1"])
+    local = compose(["sweeps=demo", "seed=3", "hydra.launcher.n_jobs=1"], hydra=True)
     assert local.hydra.job.override_dirname == "seed=3" and local.hydra.launcher.n_jobs == 1
-    basic = compose_job(["sweeps=demo", "seed=3", "hydra/launcher=basic"])
+    basic = compose(["sweeps=demo", "seed=3", "hydra/launcher=basic"], hydra=True)
     assert basic.hydra.job.override_dirname == "seed=3"
     assert basic.hydra.runtime.choices["hydra/launcher"] == "basic"  # the command line beats launcher: local
 
@@ -152,11 +154,11 @@ def test_command_line_narrows_a_sweep_axis():
 def test_default_threads_share_cores_locally_and_follow_slurm(monkeypatch):
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
     cores = os.cpu_count() or 1
-    local = compose_job(["sweeps=demo"]).hydra
+    local = compose(["sweeps=demo"], hydra=True).hydra
     assert default_threads(local) == max(1, cores // local.launcher.n_jobs)
-    assert default_threads(compose_job(["sweeps=demo", "hydra.launcher.n_jobs=1"]).hydra) is None
-    assert default_threads(compose_job([]).hydra) is None  # a single run: torch's default
-    on_slurm = compose_job(["sweeps=demo", "slurm=local_cluster"]).hydra
+    assert default_threads(compose(["sweeps=demo", "hydra.launcher.n_jobs=1"], hydra=True).hydra) is None
+    assert default_threads(compose([], hydra=True).hydra) is None  # a single run: torch's default
+    on_slurm = compose(["sweeps=demo", "slurm=local_cluster"], hydra=True).hydra
     assert default_threads(on_slurm) is None  # no n_jobs: only SLURM's CPU count applies
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "6")
     assert default_threads(on_slurm) == 6
@@ -230,7 +232,7 @@ def test_rlvr_train_multirun_reaches_sbatch_on_every_preset(tmp_path, capsys):
         scripts = sorted((tmp_path / preset / "sbatch").iterdir())
         assert len(scripts) == 1, f"slurm={preset}: no sbatch call\n{output[-3000:]}"
         assert "refused by the test" in output and proc.returncode != 0
-        launcher = compose_job(args).hydra.launcher
+        launcher = compose(args, hydra=True).hydra.launcher
         flags = _sbatch_flags(scripts[0].read_text())
         n = len(runs)
         assert flags["array"] == f"0-{n - 1}%{min(n, launcher.array_parallelism)}", flags
@@ -283,7 +285,7 @@ def test_a_sweep_runs_locally_through_the_joblib_launcher(tmp_path, cache_dir):
 
 
 def test_long_override_lists_get_short_unique_directory_names():
-    from rlvr_scaling.cli.train import MAX_DIRNAME_BYTES, run_dirname
+    from rlvr_scaling.cli.compose import MAX_DIRNAME_BYTES, run_dirname
 
     assert run_dirname("") == "default"
     assert run_dirname("seed=1") == "seed=1"
@@ -293,5 +295,5 @@ def test_long_override_lists_get_short_unique_directory_names():
     assert a != b and len(a.encode()) <= MAX_DIRNAME_BYTES and len(b.encode()) <= MAX_DIRNAME_BYTES
     assert a.startswith("task.option_0=value,") and a == run_dirname(long_a)
     long_job = [f"eval.targets=[{','.join(['0.5'] * 60)}]", "seed=0"]
-    name = run_dir_of(compose_job(long_job)).name  # Hydra's name: 261 bytes
+    name = run_dir_of(compose(long_job, hydra=True)).name  # Hydra's name: 261 bytes
     assert len(name.encode()) <= MAX_DIRNAME_BYTES and name.startswith("eval.targets=[0.5,") and ",~" in name

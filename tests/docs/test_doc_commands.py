@@ -531,23 +531,19 @@ COMPOSED = sorted(
 
 @pytest.mark.parametrize("overrides,cmd", COMPOSED, ids=[str(c) for _, c in COMPOSED])
 def test_documented_training_commands_compose(overrides, cmd):
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.grid import compose_job, sweep_jobs
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.cli.grid import sweep_jobs
     from rlvr_scaling.config import validate
     from rlvr_scaling.errors import ConfigError
 
     plain = [o for o in overrides if "," not in o or o.startswith(("eval.targets=", "+"))]
-    base = compose_job(plain)
+    base = compose(plain, hydra=True)
     jobs = sweep_jobs(list(overrides), base=base)
     args = _hydra_args(cmd.argv) or []
     multirun = bool({"-m", "--multirun"} & set(args)) or str(base.hydra.mode) == "RunMode.MULTIRUN"
     assert multirun or len(jobs) == 1, f"{cmd}: a grid without -m"
     for job in {tuple(jobs[0]), tuple(jobs[-1])}:
-        cfg = compose_job(list(job))
-        OmegaConf.set_struct(cfg, False)
-        cfg.pop("hydra")
-        typed = OmegaConf.to_object(cfg)
+        typed = compose(job)
         try:
             validate(typed)
         except ConfigError as err:

@@ -42,14 +42,8 @@ def model_root(tmp_path_factory) -> Path:
 
 
 def _compose(preset: str, cache: Path, extra=()):
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from rlvr_scaling.cli.compose import compose
 
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
-
-    _register_resolvers()
-    register_configs()
     overrides = [
         f"model={preset}",
         "task=math_file",
@@ -73,8 +67,7 @@ def _compose(preset: str, cache: Path, extra=()):
         f"run.cache_dir={cache}",
         *extra,
     ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=overrides))
+    return compose(overrides)
 
 
 def _rows(run_dir: Path) -> list[dict]:

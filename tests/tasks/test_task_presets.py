@@ -10,15 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-from rlvr_scaling.config import register_configs
+from rlvr_scaling.cli.compose import compose
 from rlvr_scaling.tasks import Example, build_task
 
-_register_resolvers()
-register_configs()
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "math"
 
 MATH500 = [  # problem / solution / answer, like HuggingFaceH4/MATH-500
@@ -83,9 +78,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 def _task_params(preset: str, data_dir: Path, monkeypatch, *overrides: str):
     monkeypatch.setenv("RLVR_DATA_DIR", str(data_dir))
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"task={preset}", *overrides])
-    return OmegaConf.to_object(cfg).task
+    return compose([f"task={preset}", *overrides]).task
 
 
 # preset -> (training rows, validation golds in file order, a correct boxed answer per validation row)
