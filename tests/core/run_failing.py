@@ -47,15 +47,9 @@ CASES = {
 
 def failing_config(cache_dir, detector: str):
     """The config ``rlvr-train`` composes from these overrides (the real Hydra composition)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
     from rlvr_scaling.algorithms.failure import FailureConfig
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import register_configs
+    from rlvr_scaling.cli.compose import compose
 
-    _register_resolvers()
-    register_configs()
     overrides = [
         "loss=unclipped",
         "rollout.prompts_per_rollout=4",  # B = 32
@@ -71,8 +65,7 @@ def failing_config(cache_dir, detector: str):
         "run.threads=1",
         f"run.cache_dir={cache_dir}",
     ]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return OmegaConf.to_object(compose("config", overrides=overrides))
+    return compose(overrides)
 
 
 def _kill_after_rollout(kill_at: int) -> None:
