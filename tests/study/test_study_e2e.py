@@ -139,3 +139,50 @@ def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir):
     )
     assert proc.returncode == 2 and "optim.stepz" in proc.stderr, proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+FAKE_SBATCH = """\
+#!/bin/sh
+# Stand-in for sbatch: keep the script submitit wrote, then refuse it (nothing is submitted).
+n=$(ls "$FAKE_SBATCH_OUT" | wc -l)
+cp "$1" "$FAKE_SBATCH_OUT/$n.sh"
+echo "sbatch: error: refused by the test (no submission)" >&2
+exit 1
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir):
+    """With ``launcher: [slurm=local_cluster]`` the pilot round reaches sbatch once, as one array of
+    its 4 runs (a stand-in sbatch records the script and refuses it: no cluster needed). The refused
+    round stays in the state as unfinished, so the next call launches it again (the real cluster:
+    tests/slurm/test_slurm_study.py)."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "sbatch").write_text(FAKE_SBATCH)
+    (fake_bin / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in ("sbatch", "srun"):
+        (fake_bin / tool).chmod(0o755)
+    scripts = tmp_path / "sbatch"
+    scripts.mkdir()
+    env = {k: v for k, v in _env().items() if not k.startswith(("SLURM_", "RLVR_SLURM_", "SUBMITIT_"))}
+    env.update(PATH=f"{fake_bin}{os.pathsep}{env['PATH']}", FAKE_SBATCH_OUT=str(scripts))
+    study_file = write_study(tmp_path / "study.yaml", cache_dir, launcher=["slurm=local_cluster"])
+    proc = subprocess.run(
+        [*STUDY, str(study_file)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=500
+    )
+    assert proc.returncode == 2 and "round 0: rlvr-train exited" in proc.stderr, (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
+    sent = sorted(scripts.iterdir())
+    assert len(sent) == 1, "one sbatch call per round"
+    flags = dict(
+        line[len("#SBATCH --") :].partition("=")[::2]
+        for line in sent[0].read_text().splitlines()
+        if line.startswith("#SBATCH --")
+    )
+    assert flags["array"] == "0-3%4" and flags["partition"] == "debug", flags
+    state = json.loads((tmp_path / "runs" / "tiny" / "study_state.json").read_text())
+    assert len(state["rounds"]) == 1 and state["rounds"][0]["ended"] is None
+    assert state["rounds"][0]["commands"][0][-4:-2] == ["seed=0,1", "rollout.prompts_per_rollout=2,4"]
