@@ -4,6 +4,7 @@ synthetic pilot run directories (``analysis.synthetic``): no trainer, no launch.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +176,52 @@ def test_a_met_width_gets_no_runs(pilot):
     m2 = type(m)(widths, m.runs, m.responses, m.group_size)
     plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
     assert plan.launches and {x.condition for x in plan.launches} == {1}
+
+
+def test_rlvr_analyze_on_the_folder_gives_the_studys_widths(pilot, tmp_path):
+    """The widths the study plans from are the ones ``rlvr-analyze`` reports (same tables, bootstrap
+    resamples and seed): the study's final numbers are reproducible from the folder alone."""
+    import pandas as pd
+
+    from analysis.cli import main as analyze
+
+    study, m, _ = pilot
+    assert (
+        analyze(
+            [
+                str(study.folder),
+                "--out",
+                str(tmp_path),
+                "--bootstrap",
+                "100",
+                "--targets",
+                "0.3",
+                "--no-plots",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    exps = pd.read_csv(tmp_path / "exponents.csv")
+    for r in m.widths.itertuples():
+        row = exps[(exps["condition"] == r.label) & (exps["clock"] == r.clock)].iloc[0]
+        assert row["ci_high"] - row["ci_low"] == pytest.approx(r.width, rel=1e-9)
+        assert row["exponent"] == pytest.approx(r.exponent, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.yaml")), ids=str
+)
+def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, capsys):
+    """Every studies/*.yaml parses, and ``rlvr-study --dry-run`` composes its first and last job per
+    condition and prints the pilot's multiruns without running anything."""
+    from rlvr_scaling.cli.study import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    study = parse_study(__import__("yaml").safe_load(path.read_text()))
+    n = len(study.conditions) * study.pilot_seeds * len(study.sizes)
+    assert f"round 0 (pilot): launching {n} runs" in out
+    assert out.count("rlvr-train -m ") == len(study.conditions)
+    assert not (tmp_path / "runs").exists()
