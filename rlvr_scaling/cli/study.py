@@ -216,7 +216,9 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
         state["rounds"][-1]["responses_spent"] = m.responses
         save_state(study, state)
         reason = None
-        if not m.widths.empty and (m.widths["width"] <= study.width).all():
+        if m.widths.empty:
+            reason = f"no readable run in {study.folder} ({m.message}); see the runs' train.log"
+        elif (m.widths["width"] <= study.width).all():
             reason = "every requested width is met"
         elif done >= study.max_rounds:
             reason = f"max_rounds ({study.max_rounds}) reached"
