@@ -247,6 +247,12 @@ def measure(study: Study) -> Measurement:
             "responses": pd.to_numeric(t["final_responses"], errors="coerce").fillna(0.0),
         }
     )
+    for target in tables.targets:  # crossings known only to a coarse bracket (analysis.clocks)
+        label = target_label(target)
+        col = f"{label}:resolution_limited"
+        if col in t and f"{label}:censored" in t:
+            reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
+            runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
     group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
     exps, _ = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
     labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
@@ -330,6 +336,26 @@ def group_launches(
     return out
 
 
+def kept_sizes(study: Study, m: Measurement, cond: int, clock: str, notes: list[str]) -> list[int]:
+    """The sizes that may get more runs for one condition and target: a size where every run crossed
+    the target within a resolution-limited bracket (the first evaluation, or a spacing or B above 1/8 of
+    the crossing: ``analysis.clocks``) is dropped, as long as two sizes remain; more seeds there add
+    runs whose crossing is known only to that bracket."""
+    col = f"limited:{clock}"
+    if col not in m.runs:
+        return list(study.sizes)
+    limited = []
+    for p in study.sizes:
+        at = m.runs[(m.runs["cond"] == cond) & (m.runs["P"] == p)]
+        if len(at) and at[col].astype(bool).all():
+            limited.append(p)
+    if len(study.sizes) - len(limited) < 2:
+        return list(study.sizes)
+    for p in limited:
+        notes.append(f"condition {cond} {clock}: P={p} dropped: its crossings are resolution-limited")
+    return [p for p in study.sizes if p not in limited]
+
+
 def plan_round(
     study: Study,
     m: Measurement,
@@ -365,8 +391,9 @@ def plan_round(
                 for p in study.sizes:
                     wanted[(cond, p)] = max(wanted.get((cond, p), 0), len(used.get((cond, p), ())) + 1)
                 continue
+            sizes = kept_sizes(study, m, cond, r.clock, notes)
             design = plan_design(
-                [b_of(p) for p in study.sizes],
+                [b_of(p) for p in sizes],
                 [pilot.truth],
                 study.width,
                 min_seeds=study.pilot_seeds,

@@ -225,3 +225,25 @@ def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, c
     assert f"round 0 (pilot): launching {n} runs" in out
     assert out.count("rlvr-train -m ") == len(study.conditions)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_size_whose_crossings_are_resolution_limited_gets_no_more_runs(pilot):
+    study, m, pilots = pilot
+    assert "limited:target:0.3" in m.runs  # measured from the clocks' resolution_limited column
+    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    assert any(study.sizes[0] in x.sizes for x in full.launches)
+    runs = m.runs.copy()
+    runs["limited:target:0.3"] = runs["P"] == study.sizes[0]
+    m2 = type(m)(m.widths, runs, m.responses, m.group_size)
+    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    assert plan.launches and all(study.sizes[0] not in x.sizes for x in plan.launches)
+    assert (
+        f"condition 0 target:0.3: P={study.sizes[0]} dropped: its crossings are resolution-limited"
+        in plan.notes
+    )
+    # never below two sizes
+    runs["limited:target:0.3"] = True
+    m3 = type(m)(m.widths, runs, m.responses, m.group_size)
+    assert not any(
+        "resolution-limited" in n for n in plan_round(study, m3, pilots, BUDGET, remaining=1e9).notes
+    )
