@@ -41,6 +41,7 @@ PROGRAMS = {
     "rlvr-grid",
     "rlvr-analyze",
     "rlvr-plan",
+    "rlvr-study",
     "make",
     "python",
     "torchrun",
@@ -48,7 +49,7 @@ PROGRAMS = {
     "pip",
     "cp",
 }
-INLINE_PROGRAMS = {"rlvr-train", "rlvr-grid", "rlvr-analyze", "rlvr-plan", "make"}
+INLINE_PROGRAMS = {"rlvr-train", "rlvr-grid", "rlvr-analyze", "rlvr-plan", "rlvr-study", "make"}
 PLACEHOLDER = "..."  # `rlvr-train -m ... slurm=gpu_2x8`: the rest of the command still composes
 
 
@@ -291,6 +292,24 @@ RULES: list[Rule] = [
     ("rlvr-grid", _grid_rule),
     ("rlvr-analyze", _analyze_rule),
     ("rlvr-plan", _plan_rule),
+    (
+        "rlvr-study",
+        lambda c: (
+            None
+            if c.argv[0] != "rlvr-study"
+            else Coverage(
+                "test",
+                "tests/study/test_study_rounds.py::test_shipped_study_files_validate_and_compose",
+                "composed, the pilot's commands printed; nothing runs",
+            )
+            if "--dry-run" in c.argv
+            else Coverage(
+                "test",
+                "tests/study/test_study_e2e.py::test_a_study_runs_in_rounds_and_resumes_after_an_interruption",
+                "rounds of real runs on the tiny model, interrupted and resumed",
+            )
+        ),
+    ),
     ("make", _make_rule),
     (
         "synthetic",

@@ -1,0 +1,451 @@
+"""Adaptive rounds of a study: the study file, the widths after a round, and the runs of the next.
+
+``rlvr-study STUDY.yaml`` (``rlvr_scaling/cli/study.py``, the side that launches runs) alternates
+between launching a round of runs and the functions here, which only read run directories:
+
+- :func:`load_study` reads and validates the study file (a wrong key fails before any compute, with a
+  message naming it);
+- :func:`measure` fits the study folder as ``rlvr-analyze`` does (``analysis.clocks.build_tables``,
+  ``analysis.report.fit_conditions``, the same bootstrap seed) and returns the width of every requested
+  95 % interval of α (per condition and target), the runs per condition, size and seed, and the
+  responses spent;
+- :func:`plan_round` asks the planner (:func:`analysis.plan.plan_design`, fed by
+  :func:`analysis.plan.pilot_conditions`) for the design that meets the width of every interval still
+  too wide, and takes the runs it lacks, at most the remaining budget, choosing one run at a time the
+  (condition, size) whose run narrows the planned width of that condition's widest interval the most
+  per response. Sizes the planner drops (runs there end censored at the budget) get no more runs. A
+  condition without an exponent yet (no crossings at two sizes) gets one more seed at every size.
+
+The study never calls the trainer from here: this module is the analysis side.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from analysis.plan import design_width, plan_design, run_responses
+
+KEYS = {
+    "name",
+    "sweep",
+    "overrides",
+    "conditions",
+    "sizes",
+    "targets",
+    "width",
+    "budget",
+    "pilot_seeds",
+    "max_rounds",
+    "launcher",
+    "folder",
+    "bootstrap",
+    "max_runs_per_round",
+}
+# Keys a study sets itself on every launch: a condition or an override may not set them.
+RESERVED = {"seed", "rollout.prompts_per_rollout", "run.sweep", "hydra.sweep.dir", "sweeps"}
+
+
+class StudyError(ValueError):
+    """A study file that cannot run; the message names the key."""
+
+
+@dataclass
+class Study:
+    name: str
+    sizes: list[int]  # rollout.prompts_per_rollout values
+    width: float = 0.12
+    budget_responses: float = math.inf
+    budget_hours: float = math.inf
+    sweep: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    conditions: list[dict] = field(default_factory=lambda: [{}])
+    targets: list[float] | None = None
+    pilot_seeds: int = 2
+    max_rounds: int = 5
+    launcher: list[str] = field(default_factory=list)
+    folder: Path = Path("runs")
+    bootstrap: int = 1000
+    max_runs_per_round: int | None = None
+
+    def condition_overrides(self, i: int) -> list[str]:
+        return [f"{k}={_hydra_value(v)}" for k, v in self.conditions[i].items()]
+
+
+def _hydra_value(v) -> str:
+    if isinstance(v, list):
+        return "[" + ",".join(_hydra_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
+
+
+def _positive(raw: dict, key: str, kind=float):
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise StudyError(f"{key}: must be a positive number, got {value!r}")
+    if kind is int and int(value) != value:
+        raise StudyError(f"{key}: must be an integer, got {value!r}")
+    return kind(value)
+
+
+def _override_list(raw: dict, key: str) -> list[str]:
+    value = raw.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
+        raise StudyError(f"{key}: must be a list of key=value overrides, got {value!r}")
+    for v in value:
+        k = v.split("=", 1)[0].lstrip("+~")
+        if k in RESERVED:
+            raise StudyError(f"{key}: {k} is set by the study (sizes, seeds, name, folder), not here")
+        if "," in v.split("=", 1)[1] and not v.split("=", 1)[1].startswith("["):
+            raise StudyError(f"{key}: {v!r} is a sweep; give the values as conditions")
+    return value
+
+
+def parse_study(raw: dict, base: Path = Path(".")) -> Study:
+    """A :class:`Study` from the parsed YAML mapping; :class:`StudyError` names the first wrong key."""
+    if not isinstance(raw, dict):
+        raise StudyError("study file: must be a mapping of keys (name, sizes, budget, ...)")
+    unknown = sorted(set(raw) - KEYS)
+    if unknown:
+        raise StudyError(f"{unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
+    for key in ("name", "sizes", "budget"):
+        if key not in raw:
+            raise StudyError(f"{key}: required")
+    name = raw["name"]
+    if not isinstance(name, str) or not name or any(c in name for c in "/ ,="):
+        raise StudyError(f"name: must be a plain word (no '/', ',', '=' or spaces), got {name!r}")
+    sizes = raw["sizes"]
+    if not isinstance(sizes, list) or len(sizes) < 2:
+        raise StudyError(f"sizes: at least two rollout.prompts_per_rollout values, got {sizes!r}")
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise StudyError(f"sizes: positive integers (prompts per rollout), got {sizes!r}")
+    if len(set(sizes)) != len(sizes):
+        raise StudyError(f"sizes: repeated values in {sizes!r}")
+    study = Study(name=name, sizes=sorted(sizes), folder=base / "runs" / name)
+    budget = raw["budget"]
+    if not isinstance(budget, dict) or not budget or set(budget) - {"responses", "hours"}:
+        raise StudyError(f"budget: a mapping with responses and/or hours, got {budget!r}")
+    if "responses" in budget:
+        study.budget_responses = (
+            _positive(budget, "responses") if budget["responses"] is not None else math.inf
+        )
+    if "hours" in budget:
+        study.budget_hours = _positive(budget, "hours") if budget["hours"] is not None else math.inf
+    if math.isinf(study.budget_responses) and math.isinf(study.budget_hours):
+        raise StudyError("budget: give responses or hours")
+    if "width" in raw:
+        study.width = _positive(raw, "width")
+    for key, kind in (
+        ("pilot_seeds", int),
+        ("max_rounds", int),
+        ("bootstrap", int),
+        ("max_runs_per_round", int),
+    ):
+        if key in raw and raw[key] is not None:
+            setattr(study, key, _positive(raw, key, kind))
+    if study.pilot_seeds < 2:
+        raise StudyError("pilot_seeds: at least 2 (the least the bootstrap can resample)")
+    if "sweep" in raw and raw["sweep"] is not None:
+        if not isinstance(raw["sweep"], str):
+            raise StudyError(f"sweep: the name of a sweeps/ file, got {raw['sweep']!r}")
+        study.sweep = raw["sweep"]
+    study.overrides = _override_list(raw, "overrides")
+    study.launcher = _override_list(raw, "launcher")
+    if "conditions" in raw and raw["conditions"] is not None:
+        conds = raw["conditions"]
+        if not isinstance(conds, list) or not conds or not all(isinstance(c, dict) for c in conds):
+            raise StudyError(f"conditions: a list of mappings of overrides, got {conds!r}")
+        keys = {tuple(sorted(c)) for c in conds}
+        if len(keys) != 1:
+            raise StudyError("conditions: every condition must set the same keys")
+        for k in keys.pop():
+            if k in RESERVED:
+                raise StudyError(f"conditions: {k} is set by the study, not by a condition")
+        if len({tuple(sorted((k, str(v)) for k, v in c.items())) for c in conds}) != len(conds):
+            raise StudyError("conditions: two conditions are the same")
+        study.conditions = conds
+    if "targets" in raw and raw["targets"] is not None:
+        t = raw["targets"]
+        if not isinstance(t, list) or not t or not all(isinstance(x, (int, float)) and 0 < x < 1 for x in t):
+            raise StudyError(f"targets: accuracies in (0, 1), got {t!r}")
+        study.targets = [float(x) for x in t]
+    if "folder" in raw and raw["folder"] is not None:
+        study.folder = base / str(raw["folder"])
+    return study
+
+
+def load_study(path: str | Path, base: Path | None = None) -> Study:
+    """Read and validate a study file; ``base``: where relative folders live (default: the cwd)."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"study file: {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise StudyError(f"study file: {path} is not YAML ({err})") from err
+    return parse_study(raw, base if base is not None else Path("."))
+
+
+# ------------------------------------------------------------------------------------ measurement
+@dataclass
+class Measurement:
+    widths: pd.DataFrame  # condition (index into Study.conditions), label, target, width, exponent
+    runs: pd.DataFrame  # cond, P, B, seed, state, responses (every run directory read)
+    responses: float  # responses spent by every run of the folder
+    group_size: dict[int, int]  # P -> G
+    message: str = ""
+
+
+def _matches(value, wanted) -> bool:
+    try:
+        return math.isclose(float(value), float(wanted), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return str(value) == str(wanted)
+
+
+def condition_index(row: pd.Series, study: Study) -> int | None:
+    """Which of the study's conditions a run row (a ``build_tables`` row) belongs to."""
+    for i, cond in enumerate(study.conditions):
+        if all(k in row.index and _matches(row[k], v) for k, v in cond.items()):
+            return i
+    return None
+
+
+def measure(study: Study) -> Measurement:
+    """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
+    ``study.bootstrap`` and ``--targets`` ``study.targets``) and return the requested widths."""
+    from analysis.clocks import ClockOptions, build_tables, target_label
+    from analysis.load import load_source
+    from analysis.report import fit_conditions
+
+    empty_runs = pd.DataFrame(columns=["cond", "P", "B", "seed", "state", "responses"])
+    folder = Path(study.folder)
+    if not folder.is_dir():
+        return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no run yet")
+    loaded = load_source(str(folder))
+    opts = ClockOptions(targets=tuple(study.targets) if study.targets else None)
+    tables = build_tables(loaded.runs, opts)
+    if tables.runs.empty:
+        return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
+    t = tables.runs.copy()
+    t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
+    runs = pd.DataFrame(
+        {
+            "cond": t["cond"],
+            "P": t["P"].astype(int),
+            "B": t["B"].astype(float),
+            "seed": t["seed"].astype(int),
+            "state": t["state"],
+            "responses": pd.to_numeric(t["final_responses"], errors="coerce").fillna(0.0),
+        }
+    )
+    for target in tables.targets:  # crossings known only to a coarse bracket (analysis.clocks)
+        label = target_label(target)
+        col = f"{label}:resolution_limited"
+        if col in t and f"{label}:censored" in t:
+            reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
+            runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
+    group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
+    exps, _ = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
+    labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
+    rows = []
+    for i in range(len(study.conditions)):
+        for target in tables.targets:
+            clock = target_label(target)
+            hit = exps[(exps["condition"].isin(labels[i])) & (exps["clock"] == clock)]
+            width, alpha = math.inf, math.nan
+            if len(hit) == 1:
+                lo, hi = float(hit["ci_low"].iloc[0]), float(hit["ci_high"].iloc[0])
+                if math.isfinite(lo) and math.isfinite(hi):
+                    width = hi - lo
+                alpha = float(hit["exponent"].iloc[0])
+            rows.append(
+                {
+                    "condition": i,
+                    "label": labels[i][0] if len(labels[i]) == 1 else "",
+                    "clock": clock,
+                    "target": float(target),
+                    "width": width,
+                    "exponent": alpha,
+                }
+            )
+    return Measurement(pd.DataFrame(rows), runs, float(runs["responses"].sum()), group_size)
+
+
+# ---------------------------------------------------------------------------------------- planning
+@dataclass
+class Launch:
+    """One multirun of a round: a condition, its new seeds, the sizes that get them."""
+
+    condition: int
+    seeds: list[int]
+    sizes: list[int]  # prompts per rollout
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.seeds) * len(self.sizes)
+
+
+@dataclass
+class RoundPlan:
+    launches: list[Launch]
+    responses: float  # planned responses (each run at its full budget)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_runs(self) -> int:
+        return sum(launch.n_runs for launch in self.launches)
+
+
+def pilot_plan(study: Study, run_budget: float, group_size: int) -> RoundPlan:
+    """The first round: ``pilot_seeds`` seeds at every size, for every condition."""
+    seeds = list(range(study.pilot_seeds))
+    launches = [Launch(i, seeds, list(study.sizes)) for i in range(len(study.conditions))]
+    cost = sum(run_responses(p * group_size, run_budget) for p in study.sizes) * len(seeds)
+    return RoundPlan(launches, cost * len(study.conditions))
+
+
+def group_launches(
+    additions: dict[tuple[int, int], int], used: dict[tuple[int, int], set[int]]
+) -> list[Launch]:
+    """Runs to add per (condition, P) as multiruns: each (condition, P) takes the next unused seeds.
+    Sizes of a condition whose new seeds start at the same number share multiruns in layers: with 10
+    new runs at P = 4 and 11 at P = 32, seeds 2..11 at both sizes, then seed 12 at P = 32."""
+    by_start: dict[tuple[int, int], dict[int, int]] = {}
+    for (cond, p), k in sorted(additions.items()):
+        if k <= 0:
+            continue
+        have = used.get((cond, p), set())
+        start = max(have) + 1 if have else 0
+        by_start.setdefault((cond, start), {})[p] = k
+    out = []
+    for (cond, start), counts in sorted(by_start.items()):
+        done = 0
+        for level in sorted(set(counts.values())):
+            sizes = sorted(p for p, k in counts.items() if k >= level)
+            out.append(Launch(cond, list(range(start + done, start + level)), sizes))
+            done = level
+    return out
+
+
+def kept_sizes(study: Study, m: Measurement, cond: int, clock: str, notes: list[str]) -> list[int]:
+    """The sizes that may get more runs for one condition and target: a size where every run crossed
+    the target within a resolution-limited bracket (the first evaluation, or a spacing or B above 1/8 of
+    the crossing: ``analysis.clocks``) is dropped, as long as two sizes remain; more seeds there add
+    runs whose crossing is known only to that bracket."""
+    col = f"limited:{clock}"
+    if col not in m.runs:
+        return list(study.sizes)
+    limited = []
+    for p in study.sizes:
+        at = m.runs[(m.runs["cond"] == cond) & (m.runs["P"] == p)]
+        if len(at) and at[col].astype(bool).all():
+            limited.append(p)
+    if len(study.sizes) - len(limited) < 2:
+        return list(study.sizes)
+    for p in limited:
+        notes.append(f"condition {cond} {clock}: P={p} dropped: its crossings are resolution-limited")
+    return [p for p in study.sizes if p not in limited]
+
+
+def plan_round(
+    study: Study,
+    m: Measurement,
+    pilots: list,
+    run_budget: float,
+    remaining: float,
+) -> RoundPlan:
+    """The next round (module docstring). ``pilots``: :class:`analysis.plan.PilotCondition` list of
+    the folder (with the analysis' condition labels), ``run_budget``: ``train.max_responses``,
+    ``remaining``: responses left in the study's budget."""
+    notes: list[str] = []
+    open_rows = m.widths[m.widths["width"] > study.width]
+    used: dict[tuple[int, int], set[int]] = {}
+    for r in m.runs.itertuples():
+        if r.cond is not None and not pd.isna(r.cond):
+            used.setdefault((int(r.cond), int(r.P)), set()).add(int(r.seed))
+    g_of = m.group_size
+    default_g = next(iter(g_of.values())) if g_of else 1
+
+    def b_of(p: int) -> float:
+        return float(p * g_of.get(p, default_g))
+
+    cost = {p: run_responses(b_of(p), run_budget) for p in study.sizes}
+    # per condition: runs wanted per P (max over its open targets) and the truths to score them with
+    wanted: dict[tuple[int, int], int] = {}
+    scoring: dict[int, list[tuple]] = {}
+    for cond in sorted(set(open_rows["condition"])):
+        rows = open_rows[open_rows["condition"] == cond]
+        for r in rows.itertuples():
+            pilot = next((q for q in pilots if q.condition == r.label and q.target == r.clock), None)
+            if pilot is None:
+                notes.append(f"condition {cond} {r.clock}: no exponent yet, one more seed at every size")
+                for p in study.sizes:
+                    wanted[(cond, p)] = max(wanted.get((cond, p), 0), len(used.get((cond, p), ())) + 1)
+                continue
+            sizes = kept_sizes(study, m, cond, r.clock, notes)
+            design = plan_design(
+                [b_of(p) for p in sizes],
+                [pilot.truth],
+                study.width,
+                min_seeds=study.pilot_seeds,
+                max_runs=400,
+            )
+            notes += [f"condition {cond} {r.clock}: {d}" for d in design.dropped]
+            for b, n in zip(design.sizes, design.seeds):
+                p = next(p for p in study.sizes if b_of(p) == b)
+                wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
+            scoring.setdefault(cond, []).append((pilot.truth, r.width / study.width))
+    deficit = {k: n - len(used.get(k, ())) for k, n in wanted.items() if n > len(used.get(k, ()))}
+    counts = {k: len(v) for k, v in used.items()}
+    added: dict[tuple[int, int], int] = {}
+    spent = 0.0
+    cap = study.max_runs_per_round or 10**9
+
+    def gain(key: tuple[int, int]) -> float:
+        cond, p = key
+        if cond not in scoring:
+            return 1.0 / cost[p]  # no exponent yet: the cheapest sizes first
+        truth, _ = max(scoring[cond], key=lambda x: x[1])  # the condition's widest interval
+        sizes = [b_of(q) for q in study.sizes]
+        now = [counts.get((cond, q), 0) + added.get((cond, q), 0) for q in study.sizes]
+        after = list(now)
+        after[study.sizes.index(p)] += 1
+        before_w = design_width(sizes, now, truth)
+        return (before_w - design_width(sizes, after, truth)) / cost[p] + 1e-12
+
+    while deficit and sum(added.values()) < cap:
+        affordable = [k for k in deficit if spent + cost[k[1]] <= remaining]
+        if not affordable:
+            notes.append("budget: the rest of the planned runs do not fit in the responses left")
+            break
+        # the widest condition's runs first, then the most narrowing per response
+        ratio = {c: max(w for _, w in v) for c, v in scoring.items()}
+        key = max(affordable, key=lambda k: (ratio.get(k[0], math.inf), gain(k)))
+        added[key] = added.get(key, 0) + 1
+        spent += cost[key[1]]
+        deficit[key] -= 1
+        if deficit[key] == 0:
+            del deficit[key]
+    return RoundPlan(group_launches(added, used), spent, notes)
+
+
+def format_widths(study: Study, m: Measurement) -> str:
+    """One line per condition and target: width against the goal."""
+    lines = [f"  {'condition':<32} {'target':>8} {'alpha':>8} {'width':>8}  goal {study.width:g}"]
+    for r in m.widths.itertuples():
+        name = " ".join(study.condition_overrides(r.condition)) or "all"
+        w = f"{r.width:.3f}" if math.isfinite(r.width) else "inf"
+        a = f"{r.exponent:.3f}" if np.isfinite(r.exponent) else "-"
+        lines.append(
+            f"  {name:<32} {r.target:>8g} {a:>8} {w:>8}  {'met' if r.width <= study.width else 'open'}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,280 @@
+"""``rlvr-study STUDY.yaml``: a study in adaptive rounds, until every requested width is met.
+
+Round 0 (the pilot) runs ``pilot_seeds`` seeds at every size of every condition. After each round the
+folder is fitted and planned (``analysis/study.py``: the widths of the requested 95 % intervals of α,
+the planner's runs to add), and the next round launches them: each round is one ``rlvr-train -m``
+multirun per condition and seed list (one job array on SLURM; usually one per condition, since the
+planner adds the same seeds at the sizes it extends), through the launcher the study file names
+(local joblib by default, ``slurm=<preset>`` for a cluster). The study stops when every width is at most
+the goal, the budget (responses, hours) is spent, or ``max_rounds`` rounds have run, and writes the
+report with ``rlvr-analyze`` into ``<folder>/analysis``.
+
+State: ``<folder>/study_state.json`` records each round's commands before they launch and when they
+ended. Re-running the command resumes: an unfinished round is launched again with the same commands
+(the trainer skips ended runs and resumes the others from their checkpoints), ended rounds are not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+STATE = "study_state.json"
+
+
+def _state_path(study) -> Path:
+    return Path(study.folder) / STATE
+
+
+def load_state(study) -> dict:
+    path = _state_path(study)
+    if path.is_file():
+        state = json.loads(path.read_text())
+        if state.get("name") != study.name:
+            raise SystemExit(f"rlvr-study: {path} belongs to study {state.get('name')!r}, not {study.name!r}")
+        return state
+    return {"name": study.name, "rounds": [], "finished": None}
+
+
+def save_state(study, state: dict) -> None:
+    path = _state_path(study)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(path)
+
+
+def base_overrides(study, condition: int) -> list[str]:
+    return [
+        *([f"sweeps={study.sweep}"] if study.sweep else []),
+        *study.overrides,
+        *study.condition_overrides(condition),
+    ]
+
+
+def launch_command(study, launch) -> list[str]:
+    """The ``rlvr-train -m`` command of one multirun of a round."""
+    return [
+        "-m",
+        *base_overrides(study, launch.condition),
+        *study.launcher,
+        "seed=" + ",".join(str(s) for s in launch.seeds),
+        "rollout.prompts_per_rollout=" + ",".join(str(p) for p in launch.sizes),
+        f"run.sweep={study.name}",
+        f"hydra.sweep.dir={Path(study.folder).resolve()}",
+    ]
+
+
+def check_config(study) -> tuple[float, int]:
+    """Compose and validate the first and last job of every condition before any compute; returns the
+    run budget (``train.max_responses``) and the group size G."""
+    from omegaconf import OmegaConf
+
+    from rlvr_scaling.cli.grid import compose_job
+    from rlvr_scaling.config import validate
+    from rlvr_scaling.errors import ConfigError
+
+    budgets, groups = set(), set()
+    if study.sweep and not (Path(__file__).resolve().parents[2] / "sweeps" / f"{study.sweep}.yaml").is_file():
+        raise SystemExit(f"rlvr-study: sweep: no sweeps/{study.sweep}.yaml")
+    for i in range(len(study.conditions)):
+        for p in (study.sizes[0], study.sizes[-1]):
+            overrides = [
+                *base_overrides(study, i),
+                *study.launcher,
+                "seed=0",
+                f"rollout.prompts_per_rollout={p}",
+            ]
+            try:
+                cfg = compose_job(overrides)
+            except Exception as err:  # Hydra's composition errors name the override
+                raise SystemExit(f"rlvr-study: condition {i}: {err}") from err
+            params = cfg.hydra.sweeper.params or {}
+            fixed = {"seed", "rollout.prompts_per_rollout", *study.conditions[i]}
+            extra = sorted(k for k, v in params.items() if "," in str(v) and k not in fixed)
+            if extra:
+                raise SystemExit(
+                    f"rlvr-study: conditions: sweeps/{study.sweep}.yaml sweeps {extra[0]}; give its values as conditions"
+                )
+            OmegaConf.set_struct(cfg, False)
+            del cfg["hydra"]
+            typed = OmegaConf.to_object(cfg)
+            try:
+                validate(typed)
+            except ConfigError as err:
+                raise SystemExit(f"rlvr-study: {err}") from err
+            budgets.add(float(typed.train.max_responses))
+            groups.add(int(typed.rollout.group_size))
+    if len(budgets) != 1 or len(groups) != 1:
+        raise SystemExit(
+            "rlvr-study: conditions: train.max_responses and rollout.group_size must be the same in all"
+        )
+    return budgets.pop(), groups.pop()
+
+
+def _run_round(entry: dict) -> None:
+    for argv in entry["commands"]:
+        print("  rlvr-train " + " ".join(argv), flush=True)
+        proc = subprocess.run([sys.executable, "-m", "rlvr_scaling.cli.train", *argv], env=os.environ.copy())
+        if proc.returncode != 0:
+            raise SystemExit(f"rlvr-study: round {entry['round']}: rlvr-train exited {proc.returncode}")
+
+
+def _hours(state: dict) -> float:
+    return sum(r.get("seconds", 0.0) for r in state["rounds"]) / 3600
+
+
+def _analyze(study) -> int:
+    from analysis.cli import main as analyze
+
+    args = [
+        str(study.folder),
+        "--out",
+        str(Path(study.folder) / "analysis"),
+        "--bootstrap",
+        str(study.bootstrap),
+    ]
+    if study.targets:
+        args += ["--targets", *[f"{t:g}" for t in study.targets]]
+    print("rlvr-analyze " + " ".join(args), flush=True)
+    return analyze([*args, "--quiet"])
+
+
+def _launch(study, state: dict, plan, kind: str, dry_run: bool) -> None:
+    entry = {
+        "round": len(state["rounds"]),
+        "kind": kind,
+        "launches": [{"condition": x.condition, "seeds": x.seeds, "sizes": x.sizes} for x in plan.launches],
+        "commands": [launch_command(study, x) for x in plan.launches],
+        "runs": plan.n_runs,
+        "planned_responses": plan.responses,
+        "started": time.time(),
+        "ended": None,
+    }
+    print(
+        f"round {entry['round']} ({kind}): launching {plan.n_runs} runs, at most {plan.responses:g} responses"
+    )
+    for x in plan.launches:
+        print(f"  condition {x.condition}: seeds {x.seeds} at prompts_per_rollout {x.sizes}")
+    if dry_run:
+        for argv in entry["commands"]:
+            print("  rlvr-train " + " ".join(argv))
+        return
+    state["rounds"].append(entry)
+    save_state(study, state)
+    _finish_round(study, state, entry)
+
+
+def _finish_round(study, state: dict, entry: dict) -> None:
+    t0 = time.time()
+    _run_round(entry)
+    entry["seconds"] = entry.get("seconds", 0.0) + time.time() - t0
+    entry["ended"] = time.time()
+    save_state(study, state)
+
+
+def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
+    from analysis.plan import pilot_conditions
+    from analysis.study import format_widths, measure, pilot_plan, plan_round
+
+    run_budget, group = check_config(study)
+    state = load_state(study)
+    launched = 0
+    if state["rounds"] and state["rounds"][-1]["ended"] is None:
+        entry = state["rounds"][-1]
+        print(f"round {entry['round']}: resuming (its runs that ended are skipped)")
+        if dry_run:
+            return 0
+        _finish_round(study, state, entry)
+        launched += 1
+    if not state["rounds"]:
+        plan = pilot_plan(study, run_budget, group)
+        if plan.responses > study.budget_responses:
+            raise SystemExit(
+                f"rlvr-study: budget.responses: the pilot alone needs {plan.responses:g} responses "
+                f"({plan.n_runs} runs of up to {run_budget:g}); raise it or lower pilot_seeds, sizes or train.max_responses"
+            )
+        _launch(study, state, plan, "pilot", dry_run)
+        if dry_run:
+            return 0
+        launched += 1
+    while True:
+        m = measure(study)
+        done = len(state["rounds"])
+        print(
+            f"after round {done - 1}: {len(m.runs)} runs, {m.responses:g} responses spent"
+            f" of {study.budget_responses:g}, {_hours(state):.2f} h of {study.budget_hours:g}"
+        )
+        print(format_widths(study, m))
+        state["rounds"][-1]["widths"] = m.widths.replace([math.inf], None).to_dict("records")
+        state["rounds"][-1]["responses_spent"] = m.responses
+        save_state(study, state)
+        reason = None
+        if m.widths.empty:
+            reason = f"no readable run in {study.folder} ({m.message}); see the runs' train.log"
+        elif (m.widths["width"] <= study.width).all():
+            reason = "every requested width is met"
+        elif done >= study.max_rounds:
+            reason = f"max_rounds ({study.max_rounds}) reached"
+        elif _hours(state) >= study.budget_hours:
+            reason = "budget.hours spent"
+        elif stop_after is not None and launched >= stop_after:
+            print(f"stopped after {launched} round(s) as asked; run the same command to continue")
+            return 0
+        if reason is None:
+            pilots = pilot_conditions(str(study.folder), targets=study.targets, n_boot=study.bootstrap)
+            plan = plan_round(study, m, pilots, run_budget, study.budget_responses - m.responses)
+            for note in plan.notes:
+                print(f"  {note}")
+            if not plan.launches:
+                reason = (
+                    "budget.responses spent" if any("budget" in n for n in plan.notes) else "nothing to add"
+                )
+            else:
+                _launch(study, state, plan, "adaptive", dry_run)
+                launched += 1
+                continue
+        state["finished"] = reason
+        save_state(study, state)
+        print(f"study {study.name} finished: {reason}")
+        return _analyze(study)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="rlvr-study", description=__doc__.split("\n\n")[0])
+    ap.add_argument("study", help="the study file (YAML): docs/study.md, 'Adaptive rounds'")
+    ap.add_argument("--max-rounds", type=int, default=None, help="override the study file's max_rounds")
+    ap.add_argument(
+        "--stop-after", type=int, default=None, help="launch at most N rounds in this call (resume later)"
+    )
+    ap.add_argument(
+        "--dry-run", action="store_true", help="validate and print the pilot's commands; run nothing"
+    )
+    args = ap.parse_args(argv)
+
+    from analysis.study import StudyError, load_study
+
+    try:
+        study = load_study(args.study)
+    except StudyError as err:
+        print(f"rlvr-study: {err}", file=sys.stderr)
+        return 2
+    if args.max_rounds is not None:
+        study.max_rounds = args.max_rounds
+    try:
+        return run_study(study, stop_after=args.stop_after, dry_run=args.dry_run)
+    except SystemExit as err:
+        if isinstance(err.code, str):
+            print(err.code, file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

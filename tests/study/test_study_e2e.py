@@ -1,0 +1,188 @@
+"""``rlvr-study`` end to end on the tiny model (the embedded architecture at test size): a pilot round
+through the local joblib launcher, an interruption after it, and a second call that resumes the study
+instead of restarting it, until the response budget is spent; the final report is ``rlvr-analyze``'s.
+
+The tiny model does not reach its target in 32 responses, so the widths stay unbounded and the rounds
+add a seed at every size (the planner's path on real exponents: tests/study/test_study_rounds.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import tiny_cli
+
+REPO = Path(__file__).resolve().parents[2]
+STUDY = [sys.executable, "-m", "rlvr_scaling.cli.study"]
+RUN_BUDGET = 32
+SIZES = [2, 4]  # prompts per rollout, G = 4: B = 8, 16
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "WANDB_SILENT": "true",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _overrides(cache_dir: Path) -> list[str]:
+    tiny = [o for o in tiny_cli(cache_dir, None) if not o.startswith("eval.every_responses=")]
+    return [*tiny, "eval.every_responses=16", f"train.max_responses={RUN_BUDGET}"]
+
+
+def write_study(path: Path, cache_dir: Path, **extra) -> Path:
+    study = {
+        "name": "tiny",
+        "sizes": SIZES,
+        "targets": [0.05],
+        "width": 0.5,
+        "pilot_seeds": 2,
+        "max_rounds": 4,
+        "bootstrap": 50,
+        # the pilot (4 runs of 32) and one more seed at both sizes
+        "budget": {"responses": 6 * RUN_BUDGET},
+        "overrides": _overrides(cache_dir),
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(study))
+    return path
+
+
+def _study(args: list[str], cwd: Path) -> str:
+    proc = subprocess.run([*STUDY, *args], env=_env(), cwd=cwd, capture_output=True, text=True, timeout=500)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc.stdout
+
+
+def _status(folder: Path) -> dict[Path, tuple[str, int, float]]:
+    out = {}
+    for s in folder.glob("*/status.json"):
+        out[s.parent] = (json.loads(s.read_text())["state"], s.stat().st_mtime_ns, s.parent.name)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cache_dir):
+    """Call 1 stops after the pilot (``--stop-after 1``, as an interruption between rounds would);
+    call 2 measures the pilot again, launches round 1 (seed 2 at both sizes, one multirun), finds
+    the budget spent and writes the report. The pilot's runs are not run again, the state keeps
+    round 0 as it was, and rlvr-analyze on the folder reads the same runs."""
+    study_file = write_study(tmp_path / "study.yaml", cache_dir)
+    folder = tmp_path / "runs" / "tiny"
+    out1 = _study([str(study_file), "--stop-after", "1"], tmp_path)
+    assert "round 0 (pilot): launching 4 runs, at most 128 responses" in out1
+    assert "stopped after 1 round(s)" in out1 and "round 1" not in out1
+    state1 = json.loads((folder / "study_state.json").read_text())
+    assert len(state1["rounds"]) == 1 and state1["rounds"][0]["ended"] is not None
+    assert state1["rounds"][0]["responses_spent"] == 4 * RUN_BUDGET and state1["finished"] is None
+    pilot = _status(folder)
+    assert len(pilot) == 4 and {s for s, _, _ in pilot.values()} == {"completed"}
+
+    out2 = _study([str(study_file)], tmp_path)
+    assert "round 0 (pilot)" not in out2 and "resuming" not in out2
+    assert "round 1 (adaptive): launching 2 runs, at most 64 responses" in out2
+    assert "condition 0: seeds [2] at prompts_per_rollout [2, 4]" in out2
+    assert "after round 1: 6 runs, 192 responses spent of 192" in out2
+    assert "finished: budget.responses spent" in out2
+    state2 = json.loads((folder / "study_state.json").read_text())
+    assert state2["rounds"][0] == state1["rounds"][0]
+    assert [r["runs"] for r in state2["rounds"]] == [4, 2] and state2["finished"] == "budget.responses spent"
+    after = _status(folder)
+    assert len(after) == 6 and {s for s, _, _ in after.values()} == {"completed"}
+    for run_dir, (_, mtime, _) in pilot.items():
+        assert after[run_dir][1] == mtime, f"{run_dir.name} ran again"
+    runs = pd.read_csv(folder / "analysis" / "runs.csv")
+    assert len(runs) == 6 and sorted(runs["seed"]) == [0, 0, 1, 1, 2, 2]
+    exps = pd.read_csv(folder / "analysis" / "exponents.csv")
+    row = exps[exps["clock"] == "target:0.05"]
+    assert len(row) == 1 and int(row["n_runs"].iloc[0]) == 6
+    assert state2["rounds"][-1]["widths"][0]["width"] is None  # unbounded, as the report says
+    assert pd.isna(row["ci_low"].iloc[0]) or pd.isna(row["ci_high"].iloc[0])
+
+    # a study that ended says so again and launches nothing; an unfinished round is resumed
+    state2["rounds"][-1]["ended"] = None
+    state2["finished"] = None
+    (folder / "study_state.json").write_text(json.dumps(state2))
+    out3 = _study([str(study_file)], tmp_path)
+    assert "round 1: resuming" in out3 and "(adaptive): launching" not in out3
+    assert _status(folder) == after  # every run had ended: none ran again
+    assert "finished: budget.responses spent" in out3
+
+
+def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir):
+    bad = write_study(tmp_path / "bad.yaml", cache_dir, pilot_seeds=1)
+    proc = subprocess.run(
+        [*STUDY, str(bad)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("rlvr-study: pilot_seeds:"), proc.stderr
+    over = write_study(tmp_path / "over.yaml", cache_dir, budget={"responses": 100})
+    proc = subprocess.run(
+        [*STUDY, str(over)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2 and "budget.responses: the pilot alone needs 128 responses" in proc.stderr
+    typo = write_study(tmp_path / "typo.yaml", cache_dir, overrides=[*_overrides(cache_dir), "optim.stepz=3"])
+    proc = subprocess.run(
+        [*STUDY, str(typo)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 2 and "optim.stepz" in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+FAKE_SBATCH = """\
+#!/bin/sh
+# Stand-in for sbatch: keep the script submitit wrote, then refuse it (nothing is submitted).
+n=$(ls "$FAKE_SBATCH_OUT" | wc -l)
+cp "$1" "$FAKE_SBATCH_OUT/$n.sh"
+echo "sbatch: error: refused by the test (no submission)" >&2
+exit 1
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir):
+    """With ``launcher: [slurm=local_cluster]`` the pilot round reaches sbatch once, as one array of
+    its 4 runs (a stand-in sbatch records the script and refuses it: no cluster needed). The refused
+    round stays in the state as unfinished, so the next call launches it again (the real cluster:
+    tests/slurm/test_slurm_study.py)."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "sbatch").write_text(FAKE_SBATCH)
+    (fake_bin / "srun").write_text("#!/bin/sh\nexit 1\n")
+    for tool in ("sbatch", "srun"):
+        (fake_bin / tool).chmod(0o755)
+    scripts = tmp_path / "sbatch"
+    scripts.mkdir()
+    env = {k: v for k, v in _env().items() if not k.startswith(("SLURM_", "RLVR_SLURM_", "SUBMITIT_"))}
+    env.update(PATH=f"{fake_bin}{os.pathsep}{env['PATH']}", FAKE_SBATCH_OUT=str(scripts))
+    study_file = write_study(tmp_path / "study.yaml", cache_dir, launcher=["slurm=local_cluster"])
+    proc = subprocess.run(
+        [*STUDY, str(study_file)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=500
+    )
+    assert proc.returncode == 2 and "round 0: rlvr-train exited" in proc.stderr, (
+        proc.stdout[-3000:] + proc.stderr[-3000:]
+    )
+    sent = sorted(scripts.iterdir())
+    assert len(sent) == 1, "one sbatch call per round"
+    flags = dict(
+        line[len("#SBATCH --") :].partition("=")[::2]
+        for line in sent[0].read_text().splitlines()
+        if line.startswith("#SBATCH --")
+    )
+    assert flags["array"] == "0-3%4" and flags["partition"] == "debug", flags
+    state = json.loads((tmp_path / "runs" / "tiny" / "study_state.json").read_text())
+    assert len(state["rounds"]) == 1 and state["rounds"][0]["ended"] is None
+    assert state["rounds"][0]["commands"][0][-4:-2] == ["seed=0,1", "rollout.prompts_per_rollout=2,4"]

@@ -1,0 +1,249 @@
+"""The study file's validation and the round planning of ``rlvr-study`` (``analysis/study.py``) on
+synthetic pilot run directories (``analysis.synthetic``): no trainer, no launch."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from analysis.plan import pilot_conditions, run_responses
+from analysis.study import Launch, StudyError, group_launches, measure, parse_study, plan_round
+from analysis.synthetic import SyntheticSpec, write_sweep
+
+GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"sizes": [4]}, "sizes"),
+        ({"sizes": [4, 4]}, "sizes"),
+        ({"sizes": [4, 8.5]}, "sizes"),
+        ({"budget": {}}, "budget"),
+        ({"budget": {"gpus": 3}}, "budget"),
+        ({"budget": {"responses": -1}}, "responses"),
+        ({"width": 0}, "width"),
+        ({"pilot_seeds": 1}, "pilot_seeds"),
+        ({"max_rounds": 1.5}, "max_rounds"),
+        ({"name": "a/b"}, "name"),
+        ({"conditions": [{"lr.ref_lr": 1e-6}, {"loss": "clipped"}]}, "conditions"),
+        ({"conditions": [{"seed": 1}]}, "conditions"),
+        ({"overrides": ["seed=3"]}, "overrides"),
+        ({"overrides": ["lr.ref_lr=1e-6,1e-5"]}, "overrides"),
+        ({"overrides": "train.max_responses"}, "overrides"),
+        ({"launcher": [5]}, "launcher"),
+        ({"targets": [1.5]}, "targets"),
+        ({"budget_hours": 3}, "budget_hours"),
+    ],
+)
+def test_a_wrong_study_file_names_the_key(change, key):
+    with pytest.raises(StudyError) as err:
+        parse_study({**GOOD, **change})
+    assert str(err.value).startswith(f"{key}:"), err.value
+
+
+@pytest.mark.parametrize("missing", ["name", "sizes", "budget"])
+def test_required_keys(missing):
+    raw = {k: v for k, v in GOOD.items() if k != missing}
+    with pytest.raises(StudyError, match=f"^{missing}: required"):
+        parse_study(raw)
+
+
+def test_a_good_study_file_is_read(tmp_path):
+    study = parse_study(
+        {
+            **GOOD,
+            "sizes": [32, 4, 8],
+            "conditions": [{"lr.ref_lr": 3e-6}, {"lr.ref_lr": 3e-5}],
+            "budget": {"hours": 2},
+            "launcher": ["slurm=local_cluster"],
+        },
+        base=tmp_path,
+    )
+    assert study.sizes == [4, 8, 32] and study.folder == tmp_path / "runs" / "s"
+    assert study.budget_hours == 2 and math.isinf(study.budget_responses) and study.width == 0.12
+    assert study.condition_overrides(1) == ["lr.ref_lr=3e-05"]
+
+
+def test_new_runs_take_the_next_seeds_and_share_a_multirun():
+    used = {(0, 4): {0, 1}, (0, 8): {0, 1}, (0, 32): {0, 1, 2}, (1, 4): {0, 1}}
+    launches = group_launches({(0, 4): 2, (0, 32): 1, (0, 8): 2, (1, 4): 1, (1, 8): 0}, used)
+    assert launches == [
+        Launch(0, [2, 3], [4, 8]),
+        Launch(0, [3], [32]),
+        Launch(1, [2], [4]),
+    ]
+    # unequal counts from the same first seed: layers, not one multirun per size
+    layered = group_launches(
+        {(0, 4): 3, (0, 8): 1, (0, 16): 3}, {k: {0, 1} for k in [(0, 4), (0, 8), (0, 16)]}
+    )
+    assert layered == [Launch(0, [2], [4, 8, 16]), Launch(0, [3, 4], [4, 16])]
+    assert sum(x.n_runs for x in layered) == 7
+
+
+G = 8
+SIZES_B = (32, 64, 128, 256)
+BUDGET = 30000
+
+
+@pytest.fixture(scope="module")
+def pilot(tmp_path_factory):
+    """Two conditions, 2 seeds at 4 sizes each (alpha 0.3 and 0.2), as a pilot round leaves them."""
+    folder = tmp_path_factory.mktemp("study") / "runs" / "s"
+    specs = [
+        SyntheticSpec(
+            sizes=SIZES_B,
+            seeds=2,
+            alpha=a,
+            sigma=0.25,
+            gamma=None,
+            targets=(0.3,),
+            budget=BUDGET,
+            group_size=G,
+            overrides=(("lr.ref_lr", lr),),
+            seed=k,
+            b_noise=None,
+        )
+        for k, (a, lr) in enumerate([(0.3, 1e-6), (0.2, 3e-6)])
+    ]
+    write_sweep(folder, specs)
+    study = parse_study(
+        {
+            "name": "s",
+            "sizes": [b // G for b in SIZES_B],
+            "conditions": [{"lr.ref_lr": 1e-6}, {"lr.ref_lr": 3e-6}],
+            "targets": [0.3],
+            "budget": {"responses": 1e7},
+            "bootstrap": 100,
+        }
+    )
+    study.folder = folder
+    m = measure(study)
+    pilots = pilot_conditions(str(folder), targets=[0.3], n_boot=100)
+    return study, m, pilots
+
+
+def test_the_pilot_is_measured_per_condition(pilot):
+    study, m, _ = pilot
+    assert len(m.runs) == 16 and set(m.runs["cond"]) == {0, 1}
+    assert set(m.runs["seed"]) == {0, 1} and m.group_size == {b // G: G for b in SIZES_B}
+    assert m.responses == pytest.approx(m.runs["responses"].sum()) and m.responses > 0
+    assert list(m.widths["condition"]) == [0, 1] and (m.widths["clock"] == "target:0.3").all()
+    assert (m.widths["width"] > study.width).all() and m.widths["width"].map(math.isfinite).all()
+
+
+def test_the_next_round_is_the_planners_missing_runs(pilot):
+    study, m, pilots = pilot
+    plan = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    cost = {p: run_responses(p * G, BUDGET) for p in study.sizes}
+    assert plan.responses == pytest.approx(
+        sum(cost[p] * len(x.seeds) for x in plan.launches for p in x.sizes)
+    )
+    assert {x.condition for x in plan.launches} == {0, 1}
+    for cond in (0, 1):  # the next seeds after the pilot's 0 and 1, no gap
+        seeds = sorted({s for x in plan.launches if x.condition == cond for s in x.seeds})
+        assert seeds == list(range(2, 2 + len(seeds)))
+    assert len(plan.launches) <= 4  # two layers per condition at most (two sizes extended)
+    # the extra runs go to the extreme sizes (the most information about a slope per run)
+    per_size = {}
+    for x in plan.launches:
+        for p in x.sizes:
+            per_size[p] = per_size.get(p, 0) + len(x.seeds)
+    assert max(per_size, key=per_size.get) in (study.sizes[0], study.sizes[-1])
+    assert per_size.get(study.sizes[0], 0) + per_size.get(study.sizes[-1], 0) > sum(per_size.values()) / 2
+
+
+def test_a_round_stays_within_the_budget_and_serves_the_widest_interval(pilot):
+    study, m, pilots = pilot
+    cheapest = run_responses(study.sizes[0] * G, BUDGET)
+    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    remaining = 3 * run_responses(study.sizes[-1] * G, BUDGET)
+    plan = plan_round(study, m, pilots, BUDGET, remaining=remaining)
+    assert 0 < plan.responses <= remaining < full.responses
+    assert any("budget" in n for n in plan.notes)
+    widest = int(m.widths.sort_values("width").iloc[-1]["condition"])
+    assert {x.condition for x in plan.launches} == {widest}
+    none = plan_round(study, m, pilots, BUDGET, remaining=cheapest - 1)
+    assert none.launches == [] and none.responses == 0
+
+
+def test_a_met_width_gets_no_runs(pilot):
+    study, m, pilots = pilot
+    widths = m.widths.copy()
+    widths.loc[widths["condition"] == 0, "width"] = study.width / 2
+    m2 = type(m)(widths, m.runs, m.responses, m.group_size)
+    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    assert plan.launches and {x.condition for x in plan.launches} == {1}
+
+
+def test_rlvr_analyze_on_the_folder_gives_the_studys_widths(pilot, tmp_path):
+    """The widths the study plans from are the ones ``rlvr-analyze`` reports (same tables, bootstrap
+    resamples and seed): the study's final numbers are reproducible from the folder alone."""
+    import pandas as pd
+
+    from analysis.cli import main as analyze
+
+    study, m, _ = pilot
+    assert (
+        analyze(
+            [
+                str(study.folder),
+                "--out",
+                str(tmp_path),
+                "--bootstrap",
+                "100",
+                "--targets",
+                "0.3",
+                "--no-plots",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    exps = pd.read_csv(tmp_path / "exponents.csv")
+    for r in m.widths.itertuples():
+        row = exps[(exps["condition"] == r.label) & (exps["clock"] == r.clock)].iloc[0]
+        assert row["ci_high"] - row["ci_low"] == pytest.approx(r.width, rel=1e-9)
+        assert row["exponent"] == pytest.approx(r.exponent, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).resolve().parents[2] / "studies").glob("*.yaml")), ids=str
+)
+def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, capsys):
+    """Every studies/*.yaml parses, and ``rlvr-study --dry-run`` composes its first and last job per
+    condition and prints the pilot's multiruns without running anything."""
+    from rlvr_scaling.cli.study import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    study = parse_study(__import__("yaml").safe_load(path.read_text()))
+    n = len(study.conditions) * study.pilot_seeds * len(study.sizes)
+    assert f"round 0 (pilot): launching {n} runs" in out
+    assert out.count("rlvr-train -m ") == len(study.conditions)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_size_whose_crossings_are_resolution_limited_gets_no_more_runs(pilot):
+    study, m, pilots = pilot
+    assert "limited:target:0.3" in m.runs  # measured from the clocks' resolution_limited column
+    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    assert any(study.sizes[0] in x.sizes for x in full.launches)
+    runs = m.runs.copy()
+    runs["limited:target:0.3"] = runs["P"] == study.sizes[0]
+    m2 = type(m)(m.widths, runs, m.responses, m.group_size)
+    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    assert plan.launches and all(study.sizes[0] not in x.sizes for x in plan.launches)
+    assert (
+        f"condition 0 target:0.3: P={study.sizes[0]} dropped: its crossings are resolution-limited"
+        in plan.notes
+    )
+    # never below two sizes
+    runs["limited:target:0.3"] = True
+    m3 = type(m)(m.widths, runs, m.responses, m.group_size)
+    assert not any(
+        "resolution-limited" in n for n in plan_round(study, m3, pilots, BUDGET, remaining=1e9).notes
+    )
