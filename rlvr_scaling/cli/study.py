@@ -76,7 +76,7 @@ def check_config(study) -> tuple[float, int]:
     run budget (``train.max_responses``) and the group size G."""
     from omegaconf import OmegaConf
 
-    from rlvr_scaling.cli.grid import compose_job
+    from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.config import validate
     from rlvr_scaling.errors import ConfigError
 
@@ -92,7 +92,7 @@ def check_config(study) -> tuple[float, int]:
                 f"rollout.prompts_per_rollout={p}",
             ]
             try:
-                cfg = compose_job(overrides)
+                cfg = compose(overrides, hydra=True)
             except Exception as err:  # Hydra's composition errors name the override
                 raise SystemExit(f"rlvr-study: condition {i}: {err}") from err
             params = cfg.hydra.sweeper.params or {}
