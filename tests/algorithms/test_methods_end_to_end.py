@@ -64,10 +64,10 @@ def test_vigor_snr_optimal_compose_and_spend_exactly_b(cache_dir, tmp_path):
 
 def test_per_sample_lr_source_needs_the_instrument(cache_dir, tmp_path):
     from rlvr_scaling.errors import ConfigError
-    from rlvr_scaling.per_sample import PerSampleNoiseParams
+    from rlvr_scaling.noise import NoiseParams
 
     cfg = tiny_config(cache_dir, lr=SNRLRParams(source="per_sample"))
-    object.__setattr__(cfg, "noise", PerSampleNoiseParams(per_sample="off"))
+    object.__setattr__(cfg, "noise", NoiseParams(per_sample="off"))
     with pytest.raises(ConfigError, match="per_sample"):
         train(cfg, tmp_path, log=lambda *_: None)
 

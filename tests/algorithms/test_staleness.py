@@ -134,7 +134,7 @@ def test_a_frozen_policy_makes_staleness_invisible(cache_dir, tmp_path, monkeypa
     since the stale run's extra weight copies move where the backward pass's buffers land in memory)."""
     from rlvr_scaling.optimize import PolicyOptimizer
 
-    monkeypatch.setattr(PolicyOptimizer, "current_lr", lambda self: 0.0)
+    monkeypatch.setattr(PolicyOptimizer, "current_lr", lambda self, *_: 0.0)
     for s in (0, 2):
         train(_config(cache_dir, s), tmp_path / str(s), log=lambda *_: None)
     assert_same_rows(_rows(tmp_path / "2"), _rows(tmp_path / "0"))
