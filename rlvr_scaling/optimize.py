@@ -82,11 +82,12 @@ class PolicyOptimizer:
         ref_logp,
         plan: Plan,
         is_weights=None,
-        per_sample: dict[str, float] | None = None,
+        estimates: dict[str, float] | None = None,
     ) -> dict[str, float]:
         """The K steps on the rollout ``gen``; ``is_weights`` [N, Lc]: truncated IS weights (loss.tis);
-        ``per_sample``: this rollout's per-sample noise estimates at theta_old (``per_sample_*`` keys,
-        from noise.PerSampleNoise), which the LR rule sees beside the minibatch estimates."""
+        ``estimates``: this rollout's noise estimates at theta_old (``grad_norm_sq``, ``trace_cov``, ...
+        from curvature.ThetaOldInstruments; ``per_sample_*`` from noise.PerSampleNoise), which the LR
+        rule sees in place of the previous rollout's K-gradient estimates."""
         cfg, d, env = self.cfg, self.derived, self.dist
         k = d.steps_per_rollout
         micro = cfg.optim.micro_batch_responses or max(1, -(-(len(gen) // k) // env.world_size))
@@ -140,7 +141,7 @@ class PolicyOptimizer:
                 for p in self.params:
                     if p.grad is None:
                         p.grad = torch.zeros_like(p)
-            lr = self.current_lr(per_sample)
+            lr = self.current_lr(estimates)
             step["grad_norm"], step["lr"], applied = self._step(rows.numel(), step.get("policy", 0.0), lr)
             step["applied"] = applied
             steps.append(step)
@@ -172,7 +173,8 @@ class PolicyOptimizer:
                 out[f"loss/{key}"] = _mean(col(key))
         if "kl_ref" in steps[0]:
             out["loss/kl_ref"] = _mean(col("kl_ref"))
-        out.update({f"noise/{k}": v for k, v in self.noise.finish_rollout().items()})
+        # the K gradients' (trajectory) estimates; the unbiased ones at theta_old are curvature.py's
+        out.update({f"noise/multistep_{k}": v for k, v in self.noise.finish_rollout().items()})
         return out
 
     def final_drift(self, logp: torch.Tensor, old_logp: torch.Tensor, on: torch.Tensor) -> dict[str, float]:
@@ -238,10 +240,10 @@ class PolicyOptimizer:
 
     # ------------------------------------------------------------------ helpers
 
-    def current_lr(self, per_sample: dict[str, float] | None = None) -> float:
-        """The LR rule's learning rate from the last minibatch estimates (and ``per_sample``, the
-        current rollout's per-sample estimates when they ran), with the warm-up on top."""
-        lr = self.lr_rule.lr({**self.noise.last, **per_sample} if per_sample else self.noise.last)
+    def current_lr(self, estimates: dict[str, float] | None = None) -> float:
+        """The LR rule's learning rate from the last K-gradient estimates, overridden by ``estimates``
+        (the current rollout's estimates at theta_old, when they ran), with the warm-up on top."""
+        lr = self.lr_rule.lr({**self.noise.last, **estimates} if estimates else self.noise.last)
         warm = self.cfg.optim.warmup_rollouts
         if warm:
             lr *= min(1.0, (self.clocks.rollout + 1) / warm)

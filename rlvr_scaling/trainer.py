@@ -39,6 +39,7 @@ from .algorithms.failure import FailureMonitor
 from .clocks import Clocks
 from .collect import Collector, derived_seed
 from .config import Config, Derived
+from .curvature import ThetaOldInstruments
 from .distributed import DistEnv, Parallel
 from .evaluation import Evaluator
 from .logprobs import LogprobPhase
@@ -100,6 +101,10 @@ class Trainer:
         )
         described = (self.advantage_phase.describe(), self.per_sample_noise.describe())
         log(f"[gradients] {'; '.join(d for d in described if d)}")
+        self.theta_old = ThetaOldInstruments(
+            cfg, self.full_model, self.device, self.dist, derived.minibatch_responses, parallel.strategy
+        )
+        log(f"[instruments] {self.theta_old.describe()}")
         self.logprobs = LogprobPhase(
             cfg, self.full_model, self.ref_model, self.engine, self.device, self.dist, self.behaviour.module
         )
@@ -170,9 +175,12 @@ class Trainer:
         logps = self.logprobs.compute(batch.gen, plan, all_rows=noise_due)  # pi_old, pi_ref, entropy
         batch.perf["old_logprob_s"] = time.perf_counter() - t
         per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)  # at theta_old
+        with self.flop_meter.paused():  # noise/ and curv/ at theta_old (instruments: not on the clock)
+            at_old = self.theta_old.before_steps(batch.gen, advantages, r, batch.perf)
+        estimates = {k.removeprefix("noise/"): v for k, v in at_old.items() if k.startswith("noise/")}
         t = time.perf_counter()
         train = self.optim.run(  # K steps
-            batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights, per_sample
+            batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights, {**estimates, **per_sample}
         )
         batch.perf["train_s"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -181,6 +189,8 @@ class Trainer:
         t = time.perf_counter()
         train.update(self._final_drift(batch.gen, logps.old, plan))  # KL(pi_old || pi_theta) after step K
         batch.perf["drift_s"] = time.perf_counter() - t
+        with self.flop_meter.paused():
+            at_old.update(self.theta_old.after_steps(batch.perf))  # curvature along the update, when due
         flops = self.flop_meter.stop(self.dist)
         accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None, flops)
         row = {
@@ -188,6 +198,7 @@ class Trainer:
             **logps.stats,  # engine/trainer mismatch and truncated-IS weights, when pi_old is recomputed
             **train,
             **{f"noise/{k}": v for k, v in per_sample.items()},
+            **at_old,
             **adv_row,
             **{f"opt/{k}": v for k, v in self.optim.lr_rule.stats().items()},
             **{f"perf/{k}": round(v, 4) for k, v in batch.perf.items()},
@@ -321,7 +332,7 @@ class Trainer:
             self.optim.optimizer,
             self._trainer_state(),
             dist_env=self.dist,
-            tensor_files=self.behaviour.tensor_files(),
+            tensor_files={**self.behaviour.tensor_files(), **self.theta_old.tensor_files()},
         )
         self._write_status("running" if self.failure is None else "failed")
         self.last_checkpoint_s = time.perf_counter() - t
@@ -343,6 +354,7 @@ class Trainer:
         self.optim.load_state_dict(saved)
         self.collector.load_state_dict(saved.get("collector", {}))
         self.behaviour.load(path, saved.get("behaviour"))
+        self.theta_old.load(path)  # the curvature power iteration's warm start
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name
         self.log(

@@ -2,6 +2,7 @@
 
     python scripts/reference_metrics.py run OUT_DIR          # the code on PYTHONPATH writes OUT_DIR/*.jsonl
     python scripts/reference_metrics.py compare DIR_A DIR_B  # bit-for-bit comparison; exit 1 on a difference
+    python scripts/reference_metrics.py compare DIR_A DIR_B --ignore noise/,curv/  # all but those keys
 
 Four short runs of the tiny test configuration (tests/conftest.py, B = 16, K = 2, 4 rollouts), one per
 path through the gradient instruments: the default (power rule, GRPO), ``lr=snr`` with
@@ -74,11 +75,18 @@ def run(out: Path) -> None:
         print(f"{name}: {sum(1 for _ in (out / f'{name}.jsonl').open())} rows")
 
 
-def compare(a: Path, b: Path) -> int:
+def _rows(path: Path, ignore: tuple[str, ...]) -> list[str]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        json.dumps({k: v for k, v in r.items() if not k.startswith(ignore)}, sort_keys=True) for r in rows
+    ]
+
+
+def compare(a: Path, b: Path, ignore: tuple[str, ...] = ()) -> int:
     bad = 0
     for name in CONFIGS:
-        ra = (a / f"{name}.jsonl").read_text().splitlines()
-        rb = (b / f"{name}.jsonl").read_text().splitlines()
+        ra = _rows(a / f"{name}.jsonl", ignore)
+        rb = _rows(b / f"{name}.jsonl", ignore)
         if ra == rb:
             print(f"{name}: {len(ra)} rows bit-identical")
             continue
@@ -99,6 +107,7 @@ if __name__ == "__main__":
     elif cmd == "run":
         run(Path(sys.argv[2]))
     elif cmd == "compare":
-        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
+        ignore = tuple(sys.argv[5].split(",")) if len(sys.argv) > 5 and sys.argv[4] == "--ignore" else ()
+        sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3]), ignore))
     else:
         sys.exit(__doc__)
