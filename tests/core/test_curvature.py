@@ -199,3 +199,64 @@ def test_curvature_resumes_exactly(cache_dir, tmp_path, varied_rewards):
     got, want = strip(_rows(tmp_path / "run")), strip(_rows(tmp_path / "reference"))
     assert sum("curv/top_eig" in r for r in want) == 4
     assert got == want
+
+
+# ------------------------------------------------------------------ a linear softmax policy (closed form)
+
+
+class _LinearSoftmaxPolicy(torch.nn.Module):
+    """A bigram policy: the logits of the next token are W[current token] (a causal-LM interface)."""
+
+    def __init__(self, vocab: int, g: torch.Generator):
+        super().__init__()
+        self.weight = torch.nn.Parameter(0.5 * torch.randn(vocab, vocab, generator=g, dtype=torch.float64))
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, logits_to_keep=0, use_cache=False):
+        from types import SimpleNamespace
+
+        logits = self.weight[input_ids]
+        return SimpleNamespace(logits=logits[:, -logits_to_keep:] if logits_to_keep else logits)
+
+
+@pytest.mark.parametrize("kind", ["double_backward", "finite_difference"])
+def test_surrogate_hessian_of_a_linear_softmax_policy(kind):
+    """The surrogate loss sum_t c_t rho_t of a softmax policy with logits z = W[x] has, at theta_old, the
+    Hessian sum_t c_t [(e_a - p)(e_a - p)' - (diag p - p p')] / T^2 in the block of row x (rewards from a
+    verifier: token 0 at the end scores 1). Both Hessian-vector products through the trainer's
+    log-prob path equal it."""
+    from types import SimpleNamespace
+
+    from rlvr_scaling.curvature import SurrogateObjective
+
+    g = torch.Generator().manual_seed(2)
+    vocab, n, prompt, completion, temperature = 5, 6, 2, 3, 0.7
+    model = _LinearSoftmaxPolicy(vocab, g)
+    ids = torch.randint(0, vocab, (n, prompt + completion), generator=g)
+    mask = torch.ones_like(ids)
+    rewards = (ids[:, -1] == 0).double()
+    adv = (rewards - rewards.mean()).float()
+    coef = -adv[:, None] * torch.ones(n, completion) / completion  # the loss's token weights times -A
+    gen = SimpleNamespace(input_ids=ids, attention_mask=mask, prompt_width=prompt)
+    objective = SurrogateObjective(model, gen, torch.arange(n), coef, temperature, torch.device("cpu"))
+    w = model.weight.detach()
+    hess = torch.zeros(vocab, vocab, vocab, vocab, dtype=torch.float64)  # [x, a, x', a']
+    for i in range(n):
+        for t in range(completion):
+            x, a = int(ids[i, prompt + t - 1]), int(ids[i, prompt + t])
+            p = torch.softmax(w[x] / temperature, -1)
+            r = torch.nn.functional.one_hot(torch.tensor(a), vocab).double() - p
+            block = (torch.outer(r, r) - (torch.diag(p) - torch.outer(p, p))) / temperature**2
+            hess[x, :, x, :] += float(coef[i, t]) * block
+    hmat = hess.reshape(vocab * vocab, vocab * vocab)
+    v = [torch.randn(vocab, vocab, generator=g, dtype=torch.float64)]
+    hv = hessian_vector_product([objective], v, kind, eps=1e-4)
+    want = (hmat @ v[0].reshape(-1)).reshape(vocab, vocab)
+    # the log-prob path computes in float32 (policy.token_logprobs): central differences divide that
+    # rounding by the step, double backward is exact
+    tol = 1e-6 if kind == "double_backward" else 1e-2
+    scale = float(want.abs().max())
+    assert float((hv[0].double() - want).abs().max()) < tol * scale
+    eig = torch.linalg.eigvalsh(hmat)
+    top = float(eig[eig.abs().argmax()])
+    value, _ = power_iteration(lambda x: hessian_vector_product([objective], x, kind, 1e-4), v, 400)
+    assert value == pytest.approx(top, rel=max(tol, 1e-4))
