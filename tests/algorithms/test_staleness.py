@@ -30,7 +30,9 @@ def assert_same_rows(got, want, rel=1e-5, abs=1e-8):
             if isinstance(value, float):
                 # the noise estimates are differences of nearly equal squared norms: rounding grows
                 tol = 1e-4 if key.startswith("noise/") else abs
-                assert a[key] == pytest.approx(value, rel=rel, abs=tol), key
+                # curvature by central differences of gradients (data-parallel runs): rounding / step
+                r = max(rel, 1e-2) if key.startswith("curv/") else rel
+                assert a[key] == pytest.approx(value, rel=r, abs=tol), key
             else:
                 assert a[key] == value, key
 
