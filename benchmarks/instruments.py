@@ -117,6 +117,25 @@ def main() -> None:
     budget = 0.10 - noise_cost
     need = math.ceil(curv_cost / budget) if budget > 0 else math.inf
     print(f"  cadence within 10 % (noise + curvature): every >= {need} rollouts")
+
+    # the same costs from each cycle's own phase timers (perf/...), robust to load that changes between
+    # cycles: the instrument's seconds over the rest of the same cycle
+    def share(name: str, key: str) -> float:
+        vals = []
+        for r, whole in zip(rows[name], times[name]):
+            inst = _num(r.get(key))
+            if math.isfinite(inst):
+                vals.append(inst / (whole - inst))
+        return med(vals) if vals else math.nan
+
+    noise_share = share("noise", "perf/noise_theta_old_s")
+    curv_share = share("curvature", "perf/curvature_s")
+    print(
+        f"  in-cycle timers: noise at theta_old {noise_share:.3f} of a cycle, a curvature measurement {curv_share:.3f}"
+    )
+    for c in (16, 32, 64):
+        total = noise_share + curv_share / c + drift / (med(plain) - drift)
+        print(f"    with the drift pass and curvature every {c:>2}: all instruments {total:.3f} of a cycle")
     measured = [r for name in ("noise", "curvature") for r in rows[name]]
 
     def scale(prefix: str) -> str:

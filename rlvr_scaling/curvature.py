@@ -164,7 +164,8 @@ def _dot(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 
 class SurrogateObjective:
     """The subsample's surrogate objective sum_rows weight_i * sum_t coef_it * rho_it and its gradient,
-    with rho = exp(log pi_theta - log pi_theta_old) and log pi_theta_old fixed at construction."""
+    with rho = exp(log pi_theta - log pi_theta_old); log pi_theta_old is fixed by the first evaluation,
+    which must be at theta_old."""
 
     def __init__(self, model, gen, rows: torch.Tensor, coef: torch.Tensor, temperature: float, device):
         self.model, self.device, self.temperature = model, device, temperature
@@ -173,8 +174,9 @@ class SurrogateObjective:
         self.ids, self.mask, self.start = ids.to(device), mask.to(device), start
         self.coef = coef[:, : ids.shape[1] - start].to(device)
         self.active = bool((self.coef != 0).any())
-        with torch.no_grad():
-            self.logp0 = self._logp() if self.active else None
+        # log pi_theta_old, kept from the first forward (the cell gradient at theta_old, which always
+        # comes first): no separate pass
+        self.logp0: torch.Tensor | None = None
 
     def _logp(self) -> torch.Tensor:
         logp, _ = completion_logprobs(self.model, self.ids, self.mask, self.start, self.temperature)
@@ -182,6 +184,8 @@ class SurrogateObjective:
 
     def value(self) -> torch.Tensor:
         logp = self._logp()
+        if self.logp0 is None:
+            self.logp0 = logp.detach()
         return (self.coef.to(logp.dtype) * torch.exp(logp - self.logp0)).sum()
 
     def grad(self, create_graph: bool = False) -> list[torch.Tensor]:
