@@ -86,7 +86,7 @@ def main() -> None:
     rows: dict[str, list[dict]] = {k: [] for k in variants}
     for rep in range(args.reps + 1):
         for name, (on, every) in variants.items():
-            inst.on, inst.curvature_every = on, every
+            inst.on, inst.curvature_every, inst.every = on, every, 1
             t = time.perf_counter()
             trainer._rollout()
             elapsed = time.perf_counter() - t

@@ -268,6 +268,7 @@ class ThetaOldInstruments:
         noise = cfg.noise
         self.on = noise.at_theta_old
         self.curvature_every = noise.curvature_every_rollouts
+        self.every = noise.at_theta_old_every_rollouts
         self.hvp_kind = noise.hvp
         if self.hvp_kind == "auto":  # second derivatives in fp32 on one process; gradients otherwise
             fp32 = all(p.dtype == torch.float32 for p in model.parameters())
@@ -286,7 +287,10 @@ class ThetaOldInstruments:
         if not self.on:
             return "noise at theta_old: off"
         curv = f"every {self.curvature_every} rollout(s)" if self.curvature_every else "off"
-        return f"noise at theta_old: {self.prompts} prompts; curvature: {curv} ({self.hvp_kind})"
+        return (
+            f"noise at theta_old: every {self.every} rollout(s), {self.prompts} prompts; "
+            f"curvature: {curv} ({self.hvp_kind})"
+        )
 
     def curvature_due(self, rollout: int) -> bool:
         return self.on and self.curvature_every > 0 and rollout % self.curvature_every == 0
@@ -337,7 +341,7 @@ class ThetaOldInstruments:
         """The noise estimates at theta_old (and curvature when due), logged under ``noise/`` and
         ``curv/``; the noise keys (without prefix) are also returned for the LR rule."""
         self._pending = None
-        if not self.on:
+        if not self.on or not (rollout % self.every == 0 or self.curvature_due(rollout)):
             return {}
         t = time.perf_counter()
         design = design_cells(gen.prompt_index, self.prompts)

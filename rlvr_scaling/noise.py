@@ -59,7 +59,8 @@ class NoiseParams:
     # (curvature.py); off: those keys are not logged (the multistep_* estimates still are)
     at_theta_old: bool = True
     prompts_at_theta_old: int = 0  # prompts in its subsample (0: B / (K G), one minibatch's worth, >= 2)
-    curvature_every_rollouts: int = 32  # curv/... on every n-th rollout (0: off); needs at_theta_old
+    at_theta_old_every_rollouts: int = 8  # on every n-th rollout (and whenever curvature runs)
+    curvature_every_rollouts: int = 128  # curv/... on every n-th rollout (0: off); needs at_theta_old
     hvp: str = "auto"  # double_backward | finite_difference | auto (double backward in one fp32 process)
     hvp_eps: float = (
         1e-4  # finite-difference step h = hvp_eps * |theta| / |v| (above the weights' dtype resolution)
@@ -76,6 +77,10 @@ class NoiseParams:
         if self.prompts_at_theta_old != 0 and self.prompts_at_theta_old < 2:
             raise ConfigError(
                 f"{prefix}.prompts_at_theta_old must be 0 (auto) or >= 2 (got {self.prompts_at_theta_old})"
+            )
+        if self.at_theta_old_every_rollouts < 1:
+            raise ConfigError(
+                f"{prefix}.at_theta_old_every_rollouts must be >= 1 (got {self.at_theta_old_every_rollouts})"
             )
         if self.curvature_every_rollouts < 0:
             raise ConfigError(
