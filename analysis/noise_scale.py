@@ -14,9 +14,10 @@ Our reading for multi-step GRPO: one rollout of B responses is split into K mini
 each optimizer step sees one minibatch, so McCandlish's batch (examples per update) is ``b = B / K``
 and the critical rollout size is ``K * B_noise``; with K fixed in a condition the slope in B equals
 the slope in b. The trainer logs ``noise/trace_cov`` and ``noise/grad_norm_sq`` per response
-(``rlvr_scaling/noise.py``, estimators of McCandlish's appendix A from the K minibatch gradients), so
-``B_noise`` here is in responses. Deviations we accept and report: the K gradients are taken at
-successive parameters; the learning rate follows the configured rule, not the per-batch optimum the
+(``rlvr_scaling/curvature.py``: two-batch-size estimators in the spirit of McCandlish's appendix A from
+gradients taken at theta_old; runs written before that release logged the K minibatch gradients' estimates,
+taken at successive parameters, under these names), so ``B_noise`` here is in responses. Deviations we
+accept and report: the learning rate follows the configured rule, not the per-batch optimum the
 derivation assumes; ``B_noise`` drifts during training (we use one value per run, a ratio of means
 over its training rows up to failure, :func:`analysis.clocks.noise_summary`).
 

@@ -262,7 +262,7 @@ def part_overhead(args) -> None:
     from rlvr_scaling.algorithms.baselines import GRPOParams, OptimalParams
     from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.config import derive
-    from rlvr_scaling.per_sample import PerSampleNoiseParams
+    from rlvr_scaling.noise import NoiseParams
     from rlvr_scaling.run import build_components
     from rlvr_scaling.trainer import Trainer
 
@@ -281,7 +281,7 @@ def part_overhead(args) -> None:
             cfg = copy.deepcopy(base)
             cfg.baseline = baseline
             # not a config field yet: set directly; every rollout, to time one pass
-            cfg.noise = PerSampleNoiseParams(per_sample=noise, every_rollouts=1)
+            cfg.noise = NoiseParams(per_sample=noise, every_rollouts=1)
             c = copy.copy(comps)
             c.model = copy.deepcopy(comps.model)
             c.engine = copy.copy(comps.engine)
@@ -351,7 +351,7 @@ def _f(x) -> float:
 
 
 def summary(args) -> str:
-    from rlvr_scaling.per_sample import PerSampleNoiseParams
+    from rlvr_scaling.noise import NoiseParams
 
     lines = [
         f"# experiments/methods.py  (seeds {args.seeds}, ref_lr {args.ref_lr}, snr ref_lr {args.snr_ref_lr})",
@@ -365,7 +365,7 @@ def summary(args) -> str:
         for r in ov:
             by.setdefault(r["variant"], []).append(r)
         off = med(_f(r["cycle_s"]) for r in by["grpo, per-sample noise off"])
-        every = PerSampleNoiseParams().every_rollouts
+        every = NoiseParams().every_rollouts
         for name, rs in by.items():
             cyc = med(_f(r["cycle_s"]) for r in rs)
             mb = med(_f(r["minibatch_noise_s"]) for r in rs)

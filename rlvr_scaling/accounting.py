@@ -32,6 +32,7 @@ discarded); ``tokens`` counts their generated tokens.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -110,6 +111,16 @@ class FlopMeter:
     def start(self) -> None:
         """Begin a rollout's count (forwards before it, e.g. an evaluation, are dropped)."""
         self._sums = {}
+
+    @contextmanager
+    def paused(self):
+        """Forwards inside are not charged: the measuring instruments (curvature.py) are not the
+        cycle's work, so the flops clock does not depend on their cadence."""
+        saved = dict(self._sums)
+        try:
+            yield
+        finally:
+            self._sums = saved
 
     def stop(self, dist=None) -> float:
         """The FLOPs counted since :meth:`start`, summed over the ranks of ``dist``."""

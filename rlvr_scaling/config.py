@@ -32,7 +32,7 @@ from .algorithms.loss import LossConfig
 from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
-from .per_sample import PerSampleNoiseParams
+from .noise import NoiseParams
 from .samples import SamplesConfig
 
 
@@ -235,7 +235,7 @@ class Config:
     allocator: Any = MISSING
     eval: EvalConfig = field(default_factory=EvalConfig)
     failure: FailureConfig = field(default_factory=FailureConfig)
-    noise: PerSampleNoiseParams = field(default_factory=PerSampleNoiseParams)
+    noise: NoiseParams = field(default_factory=NoiseParams)
     train: TrainConfig = field(default_factory=TrainConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     run: RunConfig = field(default_factory=RunConfig)
@@ -360,7 +360,7 @@ def register_configs() -> None:
     cs.store(group="loss", name="loss_schema", node=LossConfig)
     cs.store(group="eval", name="eval_schema", node=EvalConfig)
     cs.store(group="failure", name="failure_schema", node=FailureConfig)
-    cs.store(group="noise", name="noise_schema", node=PerSampleNoiseParams)
+    cs.store(group="noise", name="noise_schema", node=NoiseParams)
     cs.store(group="logger", name="logger_schema", node=LoggerConfig)
     cs.store(group="train", name="train_schema", node=TrainConfig)
     cs.store(group="run", name="run_schema", node=RunConfig)

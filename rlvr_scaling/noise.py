@@ -18,16 +18,85 @@ parameters (after 0..K-1 updates), so the estimates describe the rollout's traje
 point; with small per-rollout updates the difference is second order. Only the first epoch's
 gradients are used (later epochs reuse the same responses). The per-rollout estimates are noisy; the
 analysis should smooth them. With K = 1 nothing can be estimated and the values are NaN.
+
+**Per-sample noise at theta_old** (:class:`PerSampleNoise`, ``noise.per_sample``): the same two
+quantities from the rollout's N per-sample gradients at theta_old, before the first step
+(:func:`~rlvr_scaling.per_sample.noise_from_norms`), logged as ``noise/per_sample_*``. The trainer runs
+it between the log-prob phase and the K steps and hands its estimate to the optimizer explicitly
+(``lr.source=per_sample`` reads it for this rollout's steps).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from .distributed import local_tensor
+from .errors import ConfigError
+from .per_sample import PerSampleGradients, noise_from_norms
+
+NOISE_MODES = ("auto", "on", "off")
+HVP_KINDS = ("auto", "double_backward", "finite_difference")
+
+
+@dataclass
+class NoiseParams:
+    """The gradient-noise instruments (config group ``noise``).
+
+    Read from ``cfg.noise`` when the config has that node, else these defaults apply.
+    """
+
+    # on | off | auto (on up to max_parameters model parameters). Off by default: one exact pass costs
+    # ~+64 % of a cycle on the embedded model (~8 % at every 8th rollout); the minibatch estimator
+    # (noise/grad_norm_sq, trace_cov, snr, b_noise) is always on at ~3 %.
+    per_sample: str = "off"
+    max_parameters: int = 2_000_000  # auto: on for models up to this size (the embedded default)
+    every_rollouts: int = 8  # run on every n-th rollout (1 when lr.source=per_sample)
+    # noise/grad_norm_sq, trace_cov(_within, _between), snr, b_noise from gradients at theta_old
+    # (curvature.py); off: those keys are not logged (the multistep_* estimates still are)
+    at_theta_old: bool = True
+    prompts_at_theta_old: int = 0  # prompts in its subsample (0: B / (K G), one minibatch's worth, >= 2)
+    at_theta_old_every_rollouts: int = 8  # on every n-th rollout (and whenever curvature runs)
+    curvature_every_rollouts: int = 128  # curv/... on every n-th rollout (0: off); needs at_theta_old
+    hvp: str = "auto"  # double_backward | finite_difference | auto (double backward in one fp32 process)
+    hvp_eps: float = (
+        1e-4  # finite-difference step h = hvp_eps * |theta| / |v| (above the weights' dtype resolution)
+    )
+    power_iterations: int = 3  # top-eigenvalue power iterations per measurement (0: not measured)
+
+    def validate(self, prefix: str = "noise") -> None:
+        if self.per_sample not in NOISE_MODES:
+            raise ConfigError(
+                f"{prefix}.per_sample must be one of {', '.join(NOISE_MODES)} (got {self.per_sample!r})"
+            )
+        if self.every_rollouts < 1:
+            raise ConfigError(f"{prefix}.every_rollouts must be >= 1 (got {self.every_rollouts})")
+        if self.prompts_at_theta_old != 0 and self.prompts_at_theta_old < 2:
+            raise ConfigError(
+                f"{prefix}.prompts_at_theta_old must be 0 (auto) or >= 2 (got {self.prompts_at_theta_old})"
+            )
+        if self.at_theta_old_every_rollouts < 1:
+            raise ConfigError(
+                f"{prefix}.at_theta_old_every_rollouts must be >= 1 (got {self.at_theta_old_every_rollouts})"
+            )
+        if self.curvature_every_rollouts < 0:
+            raise ConfigError(
+                f"{prefix}.curvature_every_rollouts must be >= 0 (got {self.curvature_every_rollouts})"
+            )
+        if self.curvature_every_rollouts and not self.at_theta_old:
+            raise ConfigError(
+                f"{prefix}.curvature_every_rollouts needs {prefix}.at_theta_old=true (set it to 0 to turn "
+                "curvature off)"
+            )
+        if self.hvp not in HVP_KINDS:
+            raise ConfigError(f"{prefix}.hvp must be one of {', '.join(HVP_KINDS)} (got {self.hvp!r})")
+        if not self.hvp_eps > 0:
+            raise ConfigError(f"{prefix}.hvp_eps must be > 0 (got {self.hvp_eps})")
+        if self.power_iterations < 0:
+            raise ConfigError(f"{prefix}.power_iterations must be >= 0 (got {self.power_iterations})")
 
 
 class NoiseEstimator:
@@ -104,3 +173,82 @@ class NoiseEstimator:
 
     def load_state_dict(self, state: dict) -> None:
         self.last = dict(state.get("last", {}))
+
+
+class PerSampleNoise:
+    """The exact per-sample noise instrument at theta_old (``noise/per_sample_*``).
+
+    Whether it runs is decided (and checked) at start-up: ``noise.per_sample`` on, or auto on a model
+    with at most ``noise.max_parameters`` parameters that the exact machinery supports;
+    ``lr.source=per_sample`` needs it and makes it run every rollout. ``exact``: the machinery the
+    advantage phase already built, shared rather than hooked twice.
+    """
+
+    def __init__(self, cfg, model, device, n_params: int, exact: PerSampleGradients | None = None):
+        self.cfg, self.device = cfg, device
+        noise = getattr(cfg, "noise", None) or NoiseParams()
+        noise.validate()
+        on = noise.per_sample == "on" or (noise.per_sample == "auto" and n_params <= noise.max_parameters)
+        if on and exact is None:
+            try:
+                exact = PerSampleGradients(model)
+            except ConfigError:
+                if noise.per_sample == "on":
+                    raise
+                on = False
+        self.on = on
+        self.exact = exact
+        self.every = noise.every_rollouts
+        if getattr(cfg.lr, "source", None) == "per_sample":
+            if not self.on:
+                raise ConfigError(
+                    "lr.source=per_sample needs the per-sample noise instrument (noise.per_sample=on, or "
+                    "auto on a model with at most noise.max_parameters parameters)"
+                )
+            self.every = 1  # the LR rule reads a fresh estimate every rollout
+        k = cfg.optim.steps_per_rollout
+        self.minibatch = cfg.rollout.prompts_per_rollout * cfg.rollout.group_size / k
+        self.chunk = cfg.optim.micro_batch_responses or max(
+            cfg.rollout.prompts_per_rollout * cfg.rollout.group_size // k, 64
+        )
+
+    def describe(self) -> str:
+        return f"per-sample noise: {f'every {self.every} rollout(s)' if self.on else 'off'}"
+
+    def due(self, rollout: int) -> bool:
+        """Whether the instrument runs on this rollout (0-based index)."""
+        return self.on and rollout % self.every == 0
+
+    def estimate(self, gen, advantages, old_logp, ref_logp) -> dict[str, float]:
+        """Per-sample noise estimates of the first step's gradient at theta_old (see noise_from_norms),
+        keyed ``per_sample_<name>``.
+
+        g_i = N * sum_t w_it * grad l_it at ratio 1, with w_it the loss's token weights over the whole
+        rollout, so that the rollout gradient is mean_i g_i: grad l_it = (-A_i + beta * (1 - pi_ref/pi)) *
+        grad log pi(o_it) (the clip is inactive at ratio 1; the k3 term's gradient).
+        """
+        from .algorithms.loss import token_weights
+
+        cfg = self.cfg
+        comp = gen.completion_mask[:, gen.prompt_width :]
+        n = len(gen)
+        constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
+        w = token_weights(comp, cfg.loss.aggregation, constant) * n
+        coef = -advantages.float()[:, None] * torch.ones_like(w)
+        if cfg.loss.kl_coef > 0 and ref_logp is not None:
+            coef = coef + cfg.loss.kl_coef * (1.0 - torch.exp(ref_logp - old_logp))
+        coef = torch.where(comp, w * coef, torch.zeros_like(w))
+        if not bool((coef != 0).any()):
+            out = noise_from_norms(torch.zeros(n, dtype=torch.float64), 0.0, self.minibatch)
+        else:
+            res = self.exact.compute(
+                gen.input_ids,
+                gen.attention_mask,
+                gen.prompt_width,
+                coef,
+                cfg.rollout.temperature,
+                self.device,
+                self.chunk,
+            )
+            out = noise_from_norms(res.norms_sq, res.sum_norm_sq, self.minibatch)
+        return {f"per_sample_{k}": v for k, v in out.items()}

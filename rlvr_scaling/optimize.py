@@ -75,9 +75,19 @@ class PolicyOptimizer:
     # ------------------------------------------------------------------ the K steps
 
     def run(
-        self, gen: Generation, advantages, old_logp, ref_logp, plan: Plan, is_weights=None
+        self,
+        gen: Generation,
+        advantages,
+        old_logp,
+        ref_logp,
+        plan: Plan,
+        is_weights=None,
+        estimates: dict[str, float] | None = None,
     ) -> dict[str, float]:
-        """The K steps on the rollout ``gen``; ``is_weights`` [N, Lc]: truncated IS weights (loss.tis)."""
+        """The K steps on the rollout ``gen``; ``is_weights`` [N, Lc]: truncated IS weights (loss.tis);
+        ``estimates``: this rollout's noise estimates at theta_old (``grad_norm_sq``, ``trace_cov``, ...
+        from curvature.ThetaOldInstruments; ``per_sample_*`` from noise.PerSampleNoise), which the LR
+        rule sees in place of the previous rollout's K-gradient estimates."""
         cfg, d, env = self.cfg, self.derived, self.dist
         k = d.steps_per_rollout
         micro = cfg.optim.micro_batch_responses or max(1, -(-(len(gen) // k) // env.world_size))
@@ -131,7 +141,8 @@ class PolicyOptimizer:
                 for p in self.params:
                     if p.grad is None:
                         p.grad = torch.zeros_like(p)
-            step["grad_norm"], step["lr"], applied = self._step(rows.numel(), step.get("policy", 0.0))
+            lr = self.current_lr(estimates)
+            step["grad_norm"], step["lr"], applied = self._step(rows.numel(), step.get("policy", 0.0), lr)
             step["applied"] = applied
             steps.append(step)
             if not applied:  # a non-finite loss or gradient: the step is not taken, the rollout ends
@@ -162,7 +173,8 @@ class PolicyOptimizer:
                 out[f"loss/{key}"] = _mean(col(key))
         if "kl_ref" in steps[0]:
             out["loss/kl_ref"] = _mean(col("kl_ref"))
-        out.update({f"noise/{k}": v for k, v in self.noise.finish_rollout().items()})
+        # the K gradients' (trajectory) estimates; the unbiased ones at theta_old are curvature.py's
+        out.update({f"noise/multistep_{k}": v for k, v in self.noise.finish_rollout().items()})
         return out
 
     def final_drift(self, logp: torch.Tensor, old_logp: torch.Tensor, on: torch.Tensor) -> dict[str, float]:
@@ -202,8 +214,8 @@ class PolicyOptimizer:
         )
         return logp
 
-    def _step(self, rows: int, loss: float) -> tuple[float, float, bool]:
-        """Clip, set the learning rate and take the optimizer step; returns (grad norm, lr, applied).
+    def _step(self, rows: int, loss: float, lr: float) -> tuple[float, float, bool]:
+        """Clip, set the learning rate ``lr`` and take the optimizer step; returns (grad norm, lr, applied).
         A non-finite loss or gradient norm is caught here, before ``optimizer.step``: the step is not
         taken (parameters and optimizer state stay finite) and ``applied`` is False."""
         cfg = self.cfg
@@ -213,7 +225,6 @@ class PolicyOptimizer:
         grads = [p.grad for p in params if p.grad is not None]
         total = torch.nn.utils.get_total_norm(grads, foreach=True) if grads else torch.zeros(())
         grad_norm = float(full_value(total))
-        lr = self.current_lr()
         if not (math.isfinite(grad_norm) and math.isfinite(loss)):
             self.optimizer.zero_grad(set_to_none=True)
             return grad_norm, lr, False
@@ -229,8 +240,10 @@ class PolicyOptimizer:
 
     # ------------------------------------------------------------------ helpers
 
-    def current_lr(self) -> float:
-        lr = self.lr_rule.lr(self.noise.last)
+    def current_lr(self, estimates: dict[str, float] | None = None) -> float:
+        """The LR rule's learning rate from the last K-gradient estimates, overridden by ``estimates``
+        (the current rollout's estimates at theta_old, when they ran), with the warm-up on top."""
+        lr = self.lr_rule.lr({**self.noise.last, **estimates} if estimates else self.noise.last)
         warm = self.cfg.optim.warmup_rollouts
         if warm:
             lr *= min(1.0, (self.clocks.rollout + 1) / warm)

@@ -5,9 +5,11 @@ their own modules:
 
     collect      (collect.py)       draw prompts, allocate + generate responses, score them
                                     (dynamic sampling: drop zero-variance groups, draw more)
-    advantages   (algorithms/baselines.py)  the baseline's advantages (+ optimal-baseline weights)
+    advantages   (advantages.py)    the baseline's advantages (+ optimal-baseline weights)
     plan         (optimize.py)      shuffle into K minibatches of B/K (and each rank's share)
     log-probs    (logprobs.py)      pi_old (behaviour or recomputed), pi_ref, entropy
+    noise        (noise.py)         per-sample gradient noise at theta_old, when due; handed to
+                                    the K steps (the LR rule may read it)
     optimize     (optimize.py)      K optimizer steps (loss, LR rule, noise instruments)
     sync         (staleness.py)     the engine gets the weights for the next rollout: the new ones,
                                     or those rollout.staleness updates old
@@ -31,16 +33,18 @@ from typing import Any
 import torch
 
 from . import accounting
-from .algorithms.baselines import NEEDS, AdvantageInputs, compute_advantages
+from .advantages import AdvantagePhase
+from .algorithms.baselines import NEEDS
 from .algorithms.failure import FailureMonitor
 from .clocks import Clocks
 from .collect import Collector, derived_seed
 from .config import Config, Derived
+from .curvature import ThetaOldInstruments
 from .distributed import DistEnv, Parallel
 from .evaluation import Evaluator
 from .logprobs import LogprobPhase
+from .noise import PerSampleNoise
 from .optimize import PolicyOptimizer
-from .per_sample import RolloutGradients
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
 from .samples import SampleLog
@@ -89,10 +93,18 @@ class Trainer:
         self.collector = Collector(
             cfg, derived, self.task, self.behaviour.rollout_engine, self.dist, self.baseline_needs
         )
-        self.grads = RolloutGradients(
+        self.advantage_phase = AdvantagePhase(
             cfg, self.full_model, self.ref_model, self.device, self.n_params, self.baseline_needs
         )
-        log(f"[gradients] {self.grads.describe()}")
+        self.per_sample_noise = PerSampleNoise(
+            cfg, self.full_model, self.device, self.n_params, self.advantage_phase.exact
+        )
+        described = (self.advantage_phase.describe(), self.per_sample_noise.describe())
+        log(f"[gradients] {'; '.join(d for d in described if d)}")
+        self.theta_old = ThetaOldInstruments(
+            cfg, self.full_model, self.device, self.dist, derived.minibatch_responses, parallel.strategy
+        )
+        log(f"[instruments] {self.theta_old.describe()}")
         self.logprobs = LogprobPhase(
             cfg, self.full_model, self.ref_model, self.engine, self.device, self.dist, self.behaviour.module
         )
@@ -155,16 +167,21 @@ class Trainer:
         r = self.clocks.rollout
         self.flop_meter.start()  # the `flops` clock: the work of the passes that run until `account`
         batch = self.collector.collect(r)  # allocate + generate + score
-        advantages, adv_row = self._advantages(batch)
+        advantages, adv_row = self.advantage_phase.compute(batch)  # (+ optimal-baseline weights)
         rng = torch.Generator(device="cpu").manual_seed(derived_seed(self.cfg.seed, "rollout", r))
         plan = self.optim.plan(len(batch.gen), advantages, rng)  # K minibatches (drawn before log-probs)
         t = time.perf_counter()
-        noise_due = self.grads.noise_due(r)
+        noise_due = self.per_sample_noise.due(r)
         logps = self.logprobs.compute(batch.gen, plan, all_rows=noise_due)  # pi_old, pi_ref, entropy
         batch.perf["old_logprob_s"] = time.perf_counter() - t
-        per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)
+        per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)  # at theta_old
+        with self.flop_meter.paused():  # noise/ and curv/ at theta_old (instruments: not on the clock)
+            at_old = self.theta_old.before_steps(batch.gen, advantages, r, batch.perf)
+        estimates = {k.removeprefix("noise/"): v for k, v in at_old.items() if k.startswith("noise/")}
         t = time.perf_counter()
-        train = self.optim.run(batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights)  # K steps
+        train = self.optim.run(  # K steps
+            batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights, {**estimates, **per_sample}
+        )
         batch.perf["train_s"] = time.perf_counter() - t
         t = time.perf_counter()
         self._sync_weights()
@@ -172,13 +189,16 @@ class Trainer:
         t = time.perf_counter()
         train.update(self._final_drift(batch.gen, logps.old, plan))  # KL(pi_old || pi_theta) after step K
         batch.perf["drift_s"] = time.perf_counter() - t
+        with self.flop_meter.paused():
+            at_old.update(self.theta_old.after_steps(batch.perf))  # curvature along the update, when due
         flops = self.flop_meter.stop(self.dist)
         accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None, flops)
         row = {
             **accounting.training_row(batch, advantages, logps.entropy_mean, int(logps.needed.numel())),
             **logps.stats,  # engine/trainer mismatch and truncated-IS weights, when pi_old is recomputed
             **train,
-            **per_sample,
+            **{f"noise/{k}": v for k, v in per_sample.items()},
+            **at_old,
             **adv_row,
             **{f"opt/{k}": v for k, v in self.optim.lr_rule.stats().items()},
             **{f"perf/{k}": round(v, 4) for k, v in batch.perf.items()},
@@ -196,35 +216,15 @@ class Trainer:
         if self.failure is None and self.clocks.responses >= self.state.next_eval_at:
             self._evaluate_and_log()
 
-    def _advantages(self, batch) -> tuple[torch.Tensor, dict[str, float]]:
-        """The baseline's advantages; the optimal baseline's weights w_i come from one per-sample
-        gradient pass at theta_old."""
-        t = time.perf_counter()
-        inputs = AdvantageInputs(
-            rewards=batch.rewards,
-            group=batch.gen.prompt_index,
-            n_groups=batch.n_prompts,
-            greedy_rewards=batch.greedy_rewards,
-            grad_weights=self.grads.baseline_weights(batch.gen, batch.rewards),
-            logratio=self.grads.kl_logratio(batch.gen),
-            kl_coef=self.cfg.loss.kl_coef,
-        )
-        if inputs.grad_weights is not None:
-            batch.perf["baseline_weights_s"] = time.perf_counter() - t
-        advantages = compute_advantages(self.cfg.baseline, inputs).float()
-        return advantages, self.grads.baseline_diagnostics(inputs, advantages)
-
     def _per_sample_noise(self, batch, advantages, logps, due: bool) -> dict[str, float]:
-        """Exact per-sample gradient noise at theta_old (``noise/per_sample_*``); an LR rule with
-        ``lr.source=per_sample`` reads this rollout's estimate through the noise statistics."""
+        """Exact per-sample gradient noise at theta_old (``per_sample_*``, logged under ``noise/``),
+        when due; the K steps get it too (an LR rule with ``lr.source=per_sample`` reads it)."""
         if not due:
             return {}
         t = time.perf_counter()
-        estimates = self.grads.noise(batch.gen, advantages, logps.old, logps.ref)
-        per_sample = {f"per_sample_{k}": v for k, v in estimates.items()}
+        estimates = self.per_sample_noise.estimate(batch.gen, advantages, logps.old, logps.ref)
         batch.perf["per_sample_noise_s"] = time.perf_counter() - t
-        self.optim.noise.last = {**self.optim.noise.last, **per_sample}
-        return {f"noise/{k}": v for k, v in per_sample.items()}
+        return estimates
 
     def _final_drift(self, gen, old_logp, plan) -> dict[str, float]:
         """The drift after the rollout's last step, measured with the synced weights on the first
@@ -334,7 +334,7 @@ class Trainer:
             self.optim.optimizer,
             self._trainer_state(),
             dist_env=self.dist,
-            tensor_files=self.behaviour.tensor_files(),
+            tensor_files={**self.behaviour.tensor_files(), **self.theta_old.tensor_files()},
         )
         self._write_status("running" if self.failure is None else "failed")
         self.last_checkpoint_s = time.perf_counter() - t
@@ -356,6 +356,7 @@ class Trainer:
         self.optim.load_state_dict(saved)
         self.collector.load_state_dict(saved.get("collector", {}))
         self.behaviour.load(path, saved.get("behaviour"))
+        self.theta_old.load(path)  # the curvature power iteration's warm start
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name
         self.log(

@@ -23,8 +23,9 @@ eta = eta_max * clip(SNR_b / (1 + SNR_b), min_factor, max_factor), with eta_max 
 (B / ref_responses) ** power standing in for 1 / L (power 0 by default: SNR_b grows with b, so the rule
 supplies its own batch-size dependence, linear in B while noise dominates and flat once SNR_b >> 1).
 |G|^2 and tr Sigma come from the trainer's gradient-noise instruments (``source: minibatch``: the
-two-batch-size estimates from the previous rollout's K minibatch gradients, ``noise/grad_norm_sq`` and
-``noise/trace_cov``; ``source: per_sample``: the current rollout's exact per-sample estimates at
+two-batch-size estimates ``noise/grad_norm_sq`` and ``noise/trace_cov``, from this rollout's gradients at
+theta_old when ``noise.at_theta_old`` is on (the default), else from the previous rollout's K minibatch
+gradients; ``source: per_sample``: the current rollout's exact per-sample estimates at
 theta_old, ``noise/per_sample_*``). Each is smoothed across rollouts by a bias-corrected exponential
 moving average (decay ``smoothing``) before the ratio is taken, since single-rollout estimates are noisy
 and |G|^2 can come out negative (clamped at 0). Warm-up: until ``warmup_rollouts`` estimates have been

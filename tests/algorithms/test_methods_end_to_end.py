@@ -43,7 +43,9 @@ def test_vigor_snr_optimal_compose_and_spend_exactly_b(cache_dir, tmp_path):
         cache_dir,
         baseline=OptimalParams(),
         allocator=VigorParams(),
-        lr=SNRLRParams(ref_lr=1e-2, ref_responses=16, warmup_rollouts=1),
+        # each rollout's own estimate at theta_old reaches the rule before its steps: with a warm-up of
+        # two estimates the first rollout runs at eta_max * min_factor
+        lr=SNRLRParams(ref_lr=1e-2, ref_responses=16, warmup_rollouts=2),
     )
     cfg.rollout.group_size = 8  # m_0 = 2: 4x2, 2x4, 1x8, then the remainder
     cfg.train.max_responses = 96
@@ -64,10 +66,10 @@ def test_vigor_snr_optimal_compose_and_spend_exactly_b(cache_dir, tmp_path):
 
 def test_per_sample_lr_source_needs_the_instrument(cache_dir, tmp_path):
     from rlvr_scaling.errors import ConfigError
-    from rlvr_scaling.per_sample import PerSampleNoiseParams
+    from rlvr_scaling.noise import NoiseParams
 
     cfg = tiny_config(cache_dir, lr=SNRLRParams(source="per_sample"))
-    object.__setattr__(cfg, "noise", PerSampleNoiseParams(per_sample="off"))
+    object.__setattr__(cfg, "noise", NoiseParams(per_sample="off"))
     with pytest.raises(ConfigError, match="per_sample"):
         train(cfg, tmp_path, log=lambda *_: None)
 

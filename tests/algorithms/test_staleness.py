@@ -30,7 +30,9 @@ def assert_same_rows(got, want, rel=1e-5, abs=1e-8):
             if isinstance(value, float):
                 # the noise estimates are differences of nearly equal squared norms: rounding grows
                 tol = 1e-4 if key.startswith("noise/") else abs
-                assert a[key] == pytest.approx(value, rel=rel, abs=tol), key
+                # curvature by central differences of gradients (data-parallel runs): rounding / step
+                r = max(rel, 1e-2) if key.startswith("curv/") else rel
+                assert a[key] == pytest.approx(value, rel=r, abs=tol), key
             else:
                 assert a[key] == value, key
 
@@ -134,7 +136,7 @@ def test_a_frozen_policy_makes_staleness_invisible(cache_dir, tmp_path, monkeypa
     since the stale run's extra weight copies move where the backward pass's buffers land in memory)."""
     from rlvr_scaling.optimize import PolicyOptimizer
 
-    monkeypatch.setattr(PolicyOptimizer, "current_lr", lambda self: 0.0)
+    monkeypatch.setattr(PolicyOptimizer, "current_lr", lambda self, *_: 0.0)
     for s in (0, 2):
         train(_config(cache_dir, s), tmp_path / str(s), log=lambda *_: None)
     assert_same_rows(_rows(tmp_path / "2"), _rows(tmp_path / "0"))

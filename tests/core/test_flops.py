@@ -127,7 +127,7 @@ def test_flops_of_a_hand_counted_rollout(cache_dir, tmp_path, mixed_rewards, ove
         rows = [i for i in range(len(gen)) if i in {int(j) for _, a in steps for j in a}]
         expected["baseline weights"] = hand.per_sample(rows, p, c)
     assert trainer.logprobs.behaviour == ("optim.old_logprobs" not in overrides)
-    assert (trainer.grads.weights_kind == "exact") == optimal
+    assert (trainer.advantage_phase.weights_kind == "exact") == optimal
     print(f"\n[flops] {overrides}: {expected}; clock {trainer.clocks.flops:.6g}")
     assert trainer.clocks.flops == pytest.approx(sum(expected.values()), rel=1e-9)
     # the nominal clock: 2N generation + 2N per log-prob pass (old, and reference with KL) + 6N

@@ -1,0 +1,462 @@
+"""Gradient noise and curvature at one point, theta_old: the inputs of the two-clock theory.
+
+**Why at one point.** The minibatch estimator of :mod:`rlvr_scaling.noise` compares the K minibatch
+gradients of a rollout, taken at K successive parameters; the drift between them inflates tr Sigma by
+about b * K / (K - 1) * Var_k(G_k). Here every gradient is taken at theta_old, before the first step,
+so the estimates are unbiased for exchangeable samples at that point.
+
+**Design (cells).** A subsample of S prompts of the rollout (``noise.prompts_at_theta_old``; default
+B / (K G), one minibatch's worth of responses, at least 2), each with c_q >= 2 responses, is split
+twice: the prompts into two sets A and B (alternately), and the responses of every prompt into two
+halves 1 and 2 (c_q1 = floor(c_q / 2), c_q2 = c_q - c_q1). One backward pass per cell h in
+{A1, A2, B1, B2} gives the cell vector
+
+    V_h = sum_{q in h} mean_{i in q, half h} g_i
+
+where g_i is response i's per-sample gradient, scaled so that the rollout gradient is mean_i g_i (as in
+``noise/per_sample_*``): g_i = N * sum_t w_it * (-A_i) * grad rho_it at ratio rho = pi_theta / pi_old = 1,
+with w_it the loss's token weights over the rollout. Model: g_i = G + a_q + e_i with a_q (the prompt's
+effect, covariance Sigma_b) and e_i (the response's, Sigma_w) independent, so that a single response has
+covariance Sigma = Sigma_w + Sigma_b. For any symmetric X (the identity, or the Hessian H), with
+D_A = (V_A1 - V_A2) / |A|, M_A = (V_A1 + V_A2) / (2 |A|) and likewise for B:
+
+    E[D_A' X D_A]               = tr(X Sigma_w) * kappa_A,     kappa_A = sum_{q in A} (1/c_q1 + 1/c_q2) / |A|^2
+    E[(M_A - M_B)' X (M_A - M_B)] = tr(X Sigma_b) (1/|A| + 1/|B|) + tr(X Sigma_w) (kappa_A + kappa_B) / 4
+    E[M_A' X M_B]               = G' X G                        (A and B are independent)
+
+which :func:`cell_estimates` inverts. With X = I: ``noise/trace_cov_within``, ``noise/trace_cov_between``,
+``noise/trace_cov`` (their sum, per response), ``noise/grad_norm_sq`` (|G|^2), ``noise/snr`` (for a
+minibatch of b = B/K responses) and ``noise/b_noise`` = tr Sigma / |G|^2. GRPO's group-centred
+advantages couple the responses of a prompt; within the model that coupling is an (even negative)
+between-prompt covariance, so ``trace_cov_between`` may come out negative, which is itself a
+measurement. The previous (trajectory) estimates stay logged as ``noise/multistep_*``.
+
+**Curvature** (every ``noise.curvature_every_rollouts`` rollouts; ``curv/...``). H is the Hessian of the
+rollout's (unclipped) surrogate objective at theta_old, L(theta) = -(1/N) sum_i sum_t N w_it A_i rho_it,
+restricted to the subsample (the clip is inactive in a neighbourhood of rho = 1; the k3 KL term is left
+out). Hessian-vector products H v come from double backward (``noise.hvp=double_backward``) or a central
+finite difference of gradients, (grad L(theta + eps v) - grad L(theta - eps v)) / (2 eps) with
+eps = ``noise.hvp_eps`` * |theta| / |v| (``finite_difference``, which needs no second derivatives, so it
+runs on any model and under data parallelism; the weights are restored bit for bit afterwards). With
+X = H in the cell estimates:
+
+- ``curv/gHg`` = G'HG / |G|^2, the curvature along the gradient (from M_A' H M_B, unbiased);
+- ``curv/trace_hsigma`` = tr(H Sigma) (``_within`` / ``_between`` parts), Hutchinson-style with the
+  cells' difference vectors as probes;
+- ``curv/b_crit`` = tr(H Sigma) / (G' H G), the critical batch of McCandlish et al. (2018, eq. 2.9/
+  appendix A), beside ``noise/b_noise`` (its simple form tr Sigma / |G|^2, equal when H is isotropic);
+- ``curv/uHu`` = u'Hu / |u|^2 along the rollout's actual update u = theta_new - theta_old, as the secant
+  u' (grad L(theta_new) - grad L(theta_old)) / |u|^2 on the same subsample (the mean curvature along
+  the segment; exact for a quadratic): one extra backward after the K steps;
+- ``curv/top_eig``: the top Hessian eigenvalue of the subsample objective by ``noise.power_iterations``
+  steps of power iteration, warm started from the previous measurement's vector (a Rayleigh quotient;
+  with few iterations a lower bound on the largest-magnitude eigenvalue of the subsample Hessian).
+
+Data-parallel: the subsample's prompts are split into per-rank blocks; cell vectors and Hessian-vector
+products are summed over the ranks (all-reduce), so every rank holds the one-process value. The passes
+use the unsharded module holding theta_old (``Parallel.full_module``) and never touch ``.grad``,
+the optimizer or any random stream, so the training trajectory is the same with the instruments on
+or off.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from .policy import completion_logprobs, trim_padding
+
+CELLS = ("A1", "A2", "B1", "B2")
+TENSOR_FILE = "curvature.safetensors"
+
+
+# ------------------------------------------------------------------------------------- pure estimators
+
+
+@dataclass(frozen=True)
+class CellDesign:
+    """Which rows form each cell and the counts the estimators need."""
+
+    rows: tuple[torch.Tensor, ...]  # per cell (A1, A2, B1, B2): row indices into the rollout
+    weights: tuple[torch.Tensor, ...]  # per cell: 1 / c_qh of each row's prompt half
+    kappa_a: float
+    kappa_b: float
+    n_a: int  # |A| prompts
+    n_b: int  # |B|
+
+
+def design_cells(prompt_index: torch.Tensor, n_prompts: int) -> CellDesign | None:
+    """Cells over the first ``n_prompts`` prompts (by prompt index) that have at least 2 responses;
+    None when fewer than 2 such prompts exist."""
+    counts = torch.bincount(
+        prompt_index, minlength=int(prompt_index.max()) + 1 if prompt_index.numel() else 0
+    )
+    eligible = [q for q in range(counts.numel()) if counts[q] >= 2][:n_prompts]
+    if len(eligible) < 2:
+        return None
+    rows: dict[str, list[int]] = {c: [] for c in CELLS}
+    weights: dict[str, list[float]] = {c: [] for c in CELLS}
+    kappa = {"A": 0.0, "B": 0.0}
+    sizes = {"A": 0, "B": 0}
+    for j, q in enumerate(eligible):
+        side = "A" if j % 2 == 0 else "B"
+        mine = (prompt_index == q).nonzero().squeeze(-1).tolist()
+        c1 = len(mine) // 2
+        halves = (mine[:c1], mine[c1:])
+        for h, part in zip("12", halves):
+            rows[side + h] += part
+            weights[side + h] += [1.0 / len(part)] * len(part)
+        kappa[side] += 1.0 / len(halves[0]) + 1.0 / len(halves[1])
+        sizes[side] += 1
+    return CellDesign(
+        rows=tuple(torch.tensor(rows[c], dtype=torch.long) for c in CELLS),
+        weights=tuple(torch.tensor(weights[c], dtype=torch.float64) for c in CELLS),
+        kappa_a=kappa["A"] / sizes["A"] ** 2,
+        kappa_b=kappa["B"] / sizes["B"] ** 2,
+        n_a=sizes["A"],
+        n_b=sizes["B"],
+    )
+
+
+def cell_estimates(q: torch.Tensor, design: CellDesign) -> dict[str, float]:
+    """Unbiased tr(X Sigma_w), tr(X Sigma_b) and G'XG from the 4x4 matrix q[h, k] = V_h' X V_k of the cell
+    vectors (A1, A2, B1, B2); see the module docstring."""
+    q = q.double()
+    na, nb = design.n_a, design.n_b
+    da = torch.tensor([1.0, -1.0, 0.0, 0.0], dtype=torch.float64) / na
+    db = torch.tensor([0.0, 0.0, 1.0, -1.0], dtype=torch.float64) / nb
+    ma = torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=torch.float64) / (2 * na)
+    mb = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64) / (2 * nb)
+
+    def form(u, v):
+        return float(u @ q @ v)
+
+    within = (form(da, da) + form(db, db)) / (design.kappa_a + design.kappa_b)
+    diff = ma - mb
+    between = (form(diff, diff) - within * (design.kappa_a + design.kappa_b) / 4) / (1 / na + 1 / nb)
+    signal = 0.5 * (form(ma, mb) + form(mb, ma))
+    return {"within": within, "between": between, "total": within + between, "signal": signal}
+
+
+def noise_row(est: dict[str, float], minibatch: float) -> dict[str, float]:
+    """``noise/...`` keys from the identity-weighted cell estimates."""
+    trace, signal = est["total"], est["signal"]
+    return {
+        "grad_norm_sq": signal,
+        "trace_cov": trace,
+        "trace_cov_within": est["within"],
+        "trace_cov_between": est["between"],
+        "snr": signal / (trace / minibatch) if trace > 0 else math.inf,
+        "b_noise": trace / signal if signal > 0 else math.inf,
+    }
+
+
+# ------------------------------------------------------------------------------------- the model side
+
+
+def _dot(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    return float(sum((x.double() * y.double()).sum() for x, y in zip(a, b)))
+
+
+class SurrogateObjective:
+    """The subsample's surrogate objective sum_rows weight_i * sum_t coef_it * rho_it and its gradient,
+    with rho = exp(log pi_theta - log pi_theta_old); log pi_theta_old is fixed by the first evaluation,
+    which must be at theta_old."""
+
+    def __init__(self, model, gen, rows: torch.Tensor, coef: torch.Tensor, temperature: float, device):
+        self.model, self.device, self.temperature = model, device, temperature
+        self.params = [p for p in model.parameters()]
+        ids, mask, start = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
+        self.ids, self.mask, self.start = ids.to(device), mask.to(device), start
+        self.coef = coef[:, : ids.shape[1] - start].to(device)
+        self.active = bool((self.coef != 0).any())
+        # log pi_theta_old, kept from the first forward (the cell gradient at theta_old, which always
+        # comes first): no separate pass
+        self.logp0: torch.Tensor | None = None
+
+    def _logp(self) -> torch.Tensor:
+        logp, _ = completion_logprobs(self.model, self.ids, self.mask, self.start, self.temperature)
+        return logp
+
+    def value(self) -> torch.Tensor:
+        logp = self._logp()
+        if self.logp0 is None:
+            self.logp0 = logp.detach()
+        return (self.coef.to(logp.dtype) * torch.exp(logp - self.logp0)).sum()
+
+    def grad(self, create_graph: bool = False) -> list[torch.Tensor]:
+        if not self.active:
+            return [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
+        with torch.enable_grad():
+            got = torch.autograd.grad(self.value(), self.params, create_graph=create_graph, allow_unused=True)
+        return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, got)]
+
+
+def hessian_vector_product(objectives, v: list[torch.Tensor], kind: str, eps: float, reduce=None):
+    """H v for the Hessian of sum_o o.value() with respect to the shared ``o.params``.
+
+    ``double_backward``: grad(grad L . v); ``finite_difference``: (grad L(theta + h v) - grad L(theta - h v))
+    / (2 h) with h = eps * max(|theta|, 1) / |v| (exact for a quadratic up to rounding; the parameters are
+    restored bit for bit). ``reduce`` sums the result over ranks (data-parallel).
+    """
+    reduce = reduce or (lambda x: x)
+    if kind == "double_backward":
+        total = None
+        for o in objectives:
+            if not o.active:
+                continue
+            # the math attention kernel: the fused ones have no second derivative
+            with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
+                g = o.grad(create_graph=True)
+                dot = sum((gi * vi.to(gi.dtype)).sum() for gi, vi in zip(g, v))
+                hv = torch.autograd.grad(dot, o.params, allow_unused=True)
+            hv = [torch.zeros_like(p) if h is None else h.detach() for p, h in zip(o.params, hv)]
+            total = hv if total is None else [a + b for a, b in zip(total, hv)]
+        if total is None:
+            total = [torch.zeros_like(x) for x in v]
+        return reduce(total)
+    params = objectives[0].params
+    saved = [p.detach().clone() for p in params]
+    norm_v = math.sqrt(_dot(v, v))
+    if norm_v == 0:
+        return [torch.zeros_like(x) for x in v]
+    h = eps * max(math.sqrt(_dot(saved, saved)), 1.0) / norm_v
+    grads = []
+    try:
+        for sign in (1.0, -1.0):
+            with torch.no_grad():
+                for p, s, x in zip(params, saved, v):
+                    p.copy_(s + sign * h * x.to(s.dtype))
+            total = None
+            for o in objectives:
+                g = o.grad()
+                total = g if total is None else [a + b for a, b in zip(total, g)]
+            grads.append(total)
+    finally:
+        with torch.no_grad():
+            for p, s in zip(params, saved):
+                p.copy_(s)
+    up = [torch.promote_types(a.dtype, torch.float32) for a in grads[0]]  # bf16 gradients: in fp32
+    return reduce([(a.to(t) - b.to(t)) / (2 * h) for a, b, t in zip(*grads, up)])
+
+
+def power_iteration(hvp, v: list[torch.Tensor], iterations: int) -> tuple[float, list[torch.Tensor] | None]:
+    """The Rayleigh quotient v'Hv of the last of ``iterations`` power-iteration steps from ``v`` (the
+    eigenvalue of largest magnitude, signed, as the steps converge) and the next (normalised) vector."""
+    rayleigh = math.nan
+    for _ in range(iterations):
+        norm = math.sqrt(_dot(v, v))
+        if norm == 0:
+            return math.nan, None
+        v = [x / norm for x in v]
+        hv = hvp(v)
+        rayleigh = _dot(v, hv)
+        v = hv
+    norm = math.sqrt(_dot(v, v))
+    return rayleigh, ([x / norm for x in v] if norm > 0 else None)
+
+
+class ThetaOldInstruments:
+    """Noise at theta_old every rollout (when ``noise.at_theta_old``) and curvature when due."""
+
+    def __init__(self, cfg, model, device, dist, minibatch: float, strategy: str = "none"):
+        self.cfg, self.model, self.device, self.dist = cfg, model, device, dist
+        noise = cfg.noise
+        self.on = noise.at_theta_old
+        self.curvature_every = noise.curvature_every_rollouts
+        self.every = noise.at_theta_old_every_rollouts
+        self.hvp_kind = noise.hvp
+        if self.hvp_kind == "auto":  # second derivatives in fp32 on one process; gradients otherwise
+            fp32 = all(p.dtype == torch.float32 for p in model.parameters())
+            self.hvp_kind = "double_backward" if strategy == "none" and fp32 else "finite_difference"
+        self.eps = noise.hvp_eps
+        self.iterations = noise.power_iterations
+        k = cfg.optim.steps_per_rollout
+        g = cfg.rollout.group_size
+        self.prompts = noise.prompts_at_theta_old or max(2, round(minibatch / g))
+        self.minibatch = minibatch
+        self.k = k
+        self.eig_vector: list[torch.Tensor] | None = None  # power iteration's warm start
+        self._pending: tuple | None = None  # what the after-steps secant needs
+
+    def describe(self) -> str:
+        if not self.on:
+            return "noise at theta_old: off"
+        curv = f"every {self.curvature_every} rollout(s)" if self.curvature_every else "off"
+        return (
+            f"noise at theta_old: every {self.every} rollout(s), {self.prompts} prompts; "
+            f"curvature: {curv} ({self.hvp_kind})"
+        )
+
+    def curvature_due(self, rollout: int) -> bool:
+        return self.on and self.curvature_every > 0 and rollout % self.curvature_every == 0
+
+    # ------------------------------------------------------------------ before the K steps
+
+    def _coefficients(self, gen, advantages) -> torch.Tensor:
+        from .algorithms.loss import token_weights
+
+        cfg = self.cfg
+        comp = gen.completion_mask[:, gen.prompt_width :]
+        n = len(gen)
+        constant = cfg.loss.constant_normalizer or cfg.rollout.max_new_tokens
+        w = token_weights(comp, cfg.loss.aggregation, constant) * n
+        coef = -advantages.float()[:, None] * w
+        return torch.where(comp, coef, torch.zeros_like(coef))
+
+    def _cell_objectives(self, gen, advantages, design: CellDesign) -> list[SurrogateObjective]:
+        coef = self._coefficients(gen, advantages)
+        out = []
+        for rows, weights in zip(design.rows, design.weights):
+            prompts = gen.prompt_index[rows]
+            # data-parallel: this rank's block of the subsample's prompts (whole prompts per rank)
+            order = torch.unique(prompts)
+            mine = set(order[list(self.dist.block(order.numel()))].tolist()) if self.dist.enabled else None
+            keep = torch.tensor([mine is None or int(p) in mine for p in prompts.tolist()], dtype=torch.bool)
+            r, w = rows[keep], weights[keep]
+            c = coef[r] * w[:, None].float()
+            out.append(SurrogateObjective(self.model, gen, r, c, self.cfg.rollout.temperature, self.device))
+        return out
+
+    def _reduce(self, vecs: list[torch.Tensor]) -> list[torch.Tensor]:
+        if not self.dist.enabled:
+            return vecs
+        import torch.distributed as tdist
+
+        flat = torch.cat([v.reshape(-1).float() for v in vecs])
+        flat = flat.to(self.dist._collective_device())
+        tdist.all_reduce(flat, op=tdist.ReduceOp.SUM)
+        flat = flat.to(vecs[0].device)
+        out, i = [], 0
+        for v in vecs:
+            out.append(flat[i : i + v.numel()].view_as(v).to(v.dtype))
+            i += v.numel()
+        return out
+
+    def before_steps(self, gen, advantages, rollout: int, perf: dict[str, float]) -> dict[str, float]:
+        """The noise estimates at theta_old (and curvature when due), logged under ``noise/`` and
+        ``curv/``; the noise keys (without prefix) are also returned for the LR rule."""
+        self._pending = None
+        if not self.on or not (rollout % self.every == 0 or self.curvature_due(rollout)):
+            return {}
+        t = time.perf_counter()
+        design = design_cells(gen.prompt_index, self.prompts)
+        if design is None:
+            return {}
+        was_training = self.model.training
+        self.model.eval()
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]  # an unsharded copy (FSDP)
+        for p in frozen:
+            p.requires_grad_(True)
+        try:
+            objectives = self._cell_objectives(gen, advantages, design)
+            cells = [self._reduce(o.grad()) for o in objectives]
+            gram = torch.tensor([[_dot(a, b) for b in cells] for a in cells], dtype=torch.float64)
+            out = {
+                f"noise/{k}": v for k, v in noise_row(cell_estimates(gram, design), self.minibatch).items()
+            }
+            perf["noise_theta_old_s"] = time.perf_counter() - t
+            if self.curvature_due(rollout):
+                t = time.perf_counter()
+                out.update(self._curvature(objectives, cells, design, out["noise/grad_norm_sq"]))
+                perf["curvature_s"] = time.perf_counter() - t
+        finally:
+            self.model.train(was_training)
+            for p in frozen:
+                p.requires_grad_(False)
+        return out
+
+    # ------------------------------------------------------------------ curvature
+
+    def hvp(self, objectives: list[SurrogateObjective], v: list[torch.Tensor]) -> list[torch.Tensor]:
+        """H v for the Hessian of the sum of ``objectives``, summed over the ranks."""
+        return hessian_vector_product(objectives, v, self.hvp_kind, self.eps, self._reduce)
+
+    def _curvature(self, objectives, cells, design, grad_norm_sq: float) -> dict[str, float]:
+        h_cells = [self.hvp(objectives, c) for c in cells]
+        q = torch.tensor([[_dot(a, hb) for hb in h_cells] for a in cells], dtype=torch.float64)
+        q = 0.5 * (q + q.T)
+        est = cell_estimates(q, design)
+        out = {
+            "curv/gHg_abs": est["signal"],
+            "curv/gHg": est["signal"] / grad_norm_sq if grad_norm_sq > 0 else math.nan,
+            "curv/trace_hsigma": est["total"],
+            "curv/trace_hsigma_within": est["within"],
+            "curv/trace_hsigma_between": est["between"],
+            "curv/b_crit": est["total"] / est["signal"] if est["signal"] > 0 else math.inf,
+        }
+        out["curv/top_eig"] = self._power_iteration(objectives, cells)
+        # the secant along the actual update needs the gradient at theta_old of the whole subsample
+        g0 = [sum(parts) for parts in zip(*cells)]
+        self._pending = (objectives, g0, [p.detach().clone() for p in objectives[0].params])
+        return out
+
+    def _power_iteration(self, objectives, cells) -> float:
+        if self.iterations < 1:
+            return math.nan
+        v = self.eig_vector
+        if v is None or any(a.shape != b.shape for a, b in zip(v, cells[0])):
+            # the first start: the gradient's direction plus a deterministic perturbation (no RNG draw)
+            v = [
+                c.float() + 1e-3 * torch.cos(torch.arange(c.numel(), dtype=torch.float32)).view_as(c)
+                for c in cells[0]
+            ]
+        value, self.eig_vector = power_iteration(lambda x: self.hvp(objectives, x), v, self.iterations)
+        return value
+
+    # ------------------------------------------------------------------ after the K steps
+
+    def after_steps(self, perf: dict[str, float]) -> dict[str, float]:
+        """u'Hu / |u|^2 along the rollout's update (the secant on the same subsample), when curvature ran."""
+        if self._pending is None:
+            return {}
+        t = time.perf_counter()
+        objectives, g0, theta0 = self._pending
+        self._pending = None
+        was_training = self.model.training
+        self.model.eval()
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        for p in frozen:
+            p.requires_grad_(True)
+        try:
+            total = None
+            for o in objectives:
+                g = o.grad()
+                total = g if total is None else [a + b for a, b in zip(total, g)]
+            g1 = self._reduce(total)
+        finally:
+            self.model.train(was_training)
+            for p in frozen:
+                p.requires_grad_(False)
+        u = [p.detach().float() - s.float() for p, s in zip(objectives[0].params, theta0)]
+        uu = _dot(u, u)
+        perf["curvature_s"] = perf.get("curvature_s", 0.0) + time.perf_counter() - t
+        if uu == 0:
+            return {"curv/uHu": math.nan}
+        return {
+            "curv/uHu": _dot(u, [a.float() - b.float() for a, b in zip(g1, g0)]) / uu,
+            "curv/update_norm": math.sqrt(uu),
+        }
+
+    def tensor_files(self) -> dict[str, dict[str, torch.Tensor]]:
+        """The power iteration's warm start, so that a resumed run measures what an uninterrupted one does."""
+        if self.eig_vector is None:
+            return {}
+        return {
+            TENSOR_FILE: {f"eig.{i}": v.detach().cpu().contiguous() for i, v in enumerate(self.eig_vector)}
+        }
+
+    def load(self, path) -> None:
+        from pathlib import Path
+
+        from safetensors.torch import load_file
+
+        file = Path(path) / TENSOR_FILE
+        self.eig_vector = None
+        if file.is_file():
+            tensors = load_file(str(file))
+            self.eig_vector = [tensors[f"eig.{i}"].to(self.device) for i in range(len(tensors))]
