@@ -52,16 +52,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from rlvr_scaling.cli.train import CONF_DIR, _register_resolvers
-    from rlvr_scaling.config import derive, register_configs
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
     from rlvr_scaling.run import build_components
     from rlvr_scaling.trainer import Trainer
 
-    _register_resolvers()
-    register_configs()
     overrides = [
         f"rollout.prompts_per_rollout={args.prompts}",
         f"rollout.group_size={args.group}",
@@ -72,8 +67,7 @@ def main() -> None:
     ]
     if args.lr is not None:
         overrides.append(f"lr.ref_lr={args.lr}")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = OmegaConf.to_object(compose("config", overrides=overrides))
+    cfg = compose(overrides)
     d = derive(cfg)
     comps = build_components(cfg, log=lambda *_: None)
     run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))
