@@ -8,7 +8,11 @@ minimum-distance (generalised least squares) combination
 
     α_c = 1ᵀ Σ⁻¹ α̂ / 1ᵀ Σ⁻¹ 1,        se(α_c) = (1ᵀ Σ⁻¹ 1)^(-1/2)
 
-and the test of a common α is its Wald / minimum-distance statistic
+(when a GLS weight comes out negative — strongly correlated targets and a noisy covariance, e.g. a
+seed bootstrap over few seeds — the inverse-variance weights are used instead and ``note`` says so,
+so the common value stays inside the range of the targets'), and the test of a common α is its Wald /
+minimum-distance statistic (referred to Hotelling's T² when the replicates resample S seeds as
+clusters: its covariance then has only S − 1 degrees of freedom)
 ``χ² = (α̂ - α_c 1)ᵀ Σ⁻¹ (α̂ - α_c 1)`` on ``k - 1`` degrees of freedom (e.g. Cameron & Trivedi,
 *Microeconometrics*, §6.7). The interval of ``α_c`` is the percentile interval of the same weights
 applied to the bootstrap replicates. This replaces a likelihood-ratio test, which would need the joint
@@ -67,10 +71,29 @@ def common_exponent(fits: list[FitResult]) -> dict:
         out["note"] = "degenerate bootstrap covariance"
         return out
     w = inv @ one / info
+    if (w < 0).any():
+        # strongly correlated targets and a covariance from few independent resampling units (a seed
+        # bootstrap over 5 seeds) make GLS extrapolate outside the per-target values: fall back to
+        # inverse-variance weights, which stay a convex combination
+        var = np.diag(cov)
+        w = (1 / var) / (1 / var).sum()
+        info = 1 / float(w @ cov @ w)
+        out["note"] = "GLS weights negative (noisy covariance of correlated targets): inverse-variance weights"
     common = float(w @ est)
     resid = est - common
     chi2 = float(max(resid @ inv @ resid, 0.0))
     df = len(use) - 1
+    p_value = float(stats.chi2.sf(chi2, df))
+    clusters = min(f.n_clusters for f in use)
+    if clusters:
+        # the covariance comes from S resampled seeds (nu = S - 1 degrees of freedom): Hotelling's T^2
+        # reference, T^2 (nu - df + 1) / (df nu) ~ F(df, nu - df + 1), instead of chi^2
+        nu = clusters - 1
+        if nu - df + 1 >= 1:
+            p_value = float(stats.f.sf(chi2 * (nu - df + 1) / (df * nu), df, nu - df + 1))
+        else:
+            p_value = np.nan
+            out["note"] = (out["note"] + "; " if out["note"] else "") + f"{clusters} seeds: too few to test"
     q = np.quantile(reps[finite] @ w, [0.025, 0.975])
     out.update(
         exponents=" ".join(f"{e:.4f}" for e in est),
@@ -80,7 +103,7 @@ def common_exponent(fits: list[FitResult]) -> dict:
         se=1 / math.sqrt(info),
         chi2=chi2,
         df=df,
-        p_common=float(stats.chi2.sf(chi2, df)),
+        p_common=p_value,
         weights=" ".join(f"{x:.3f}" for x in w),
     )
     return out

@@ -95,6 +95,7 @@ class FitResult:
     n_boot: int = 0
     n_boot_failed: int = 0
     inflation: float = 1.0  # the small-sample factor k applied to the replicates
+    n_clusters: int = 0  # seeds resampled as clusters (0: runs resampled within sizes)
     sizes_unreached: tuple[float, ...] = ()  # sizes without any informative (non-right-censored) time
     warnings: list[str] = field(default_factory=list)
     # bootstrap replicates after inflation (see module docstring); a resample whose exponent is not
@@ -491,6 +492,7 @@ def fit_power_law(
             res.warnings.append(f"{res.degenerate}; profile-likelihood interval reported")
         return res
     k = 1.0
+    res.n_clusters = int(n_clusters or 0)
     if inflate and n_clusters:
         # seeds resampled as clusters: resampling S clusters shrinks the variance of their mean by
         # (S - 1) / S, and the pivot of a mean of S cluster statistics is Student-t with S - 1 df

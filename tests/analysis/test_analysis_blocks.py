@@ -86,3 +86,20 @@ def test_seed_correlations_are_measured():
     _, fits0 = fit_conditions(none, n_boot=50, seed=0, joint_model=False)
     cors0 = seed_correlations(none, fits0)
     assert cors0[cors0["clock"] == "target:0.3"]["correlation"].abs().mean() < 0.35
+
+
+def test_common_exponent_stays_between_the_targets_when_gls_would_extrapolate():
+    # two targets whose replicates are almost perfectly correlated with unequal spread (what a seed
+    # bootstrap over few seeds gives): GLS would put a negative weight on one and land outside
+    from analysis.cross import common_exponent
+    from analysis.fit import FitResult
+
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal(1000)
+    a = FitResult(exponent=0.20, boot_slopes=0.20 + 0.10 * z + 0.005 * rng.standard_normal(1000))
+    b = FitResult(exponent=0.30, boot_slopes=0.30 + 0.05 * z + 0.005 * rng.standard_normal(1000))
+    out = common_exponent([a, b])
+    assert 0.20 <= out["exponent_common"] <= 0.30
+    assert "inverse-variance" in out["note"]
+    w = [float(x) for x in out["weights"].split()]
+    assert min(w) >= 0 and abs(sum(w) - 1) < 1e-9
