@@ -125,10 +125,10 @@ def test_non_finite_step_is_not_applied_and_ends_the_run(cache_dir, tmp_path, mo
     seen = {}
     real_step = optimize.PolicyOptimizer._step
 
-    def spy(self, rows, loss):
+    def spy(self, rows, loss, *rest):
         if calls["n"] == 4 and "params" not in seen:
             seen["params"] = {n: p.detach().clone() for n, p in self.model.named_parameters()}
-        return real_step(self, rows, loss)
+        return real_step(self, rows, loss, *rest)
 
     monkeypatch.setattr(optimize, "policy_loss", poisoned)
     monkeypatch.setattr(optimize.PolicyOptimizer, "_step", spy)
