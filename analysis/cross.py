@@ -78,7 +78,9 @@ def common_exponent(fits: list[FitResult]) -> dict:
         var = np.diag(cov)
         w = (1 / var) / (1 / var).sum()
         info = 1 / float(w @ cov @ w)
-        out["note"] = "GLS weights negative (noisy covariance of correlated targets): inverse-variance weights"
+        out["note"] = (
+            "GLS weights negative (noisy covariance of correlated targets): inverse-variance weights"
+        )
     common = float(w @ est)
     resid = est - common
     chi2 = float(max(resid @ inv @ resid, 0.0))
