@@ -55,6 +55,11 @@ def _seed_keys(runs: pd.DataFrame) -> np.ndarray:
     )
 
 
+def condition_rng(seed: int, condition: str) -> np.random.Generator:
+    """The within-size bootstrap stream of one condition: keyed by its label, not by its position."""
+    return np.random.default_rng([seed, zlib.crc32(condition.encode())])
+
+
 def seed_blocks_apply(runs: pd.DataFrame) -> tuple[bool, str]:
     """Whether the seeds of one condition's fitted runs can be resampled as blocks, and why not."""
     if runs["seed"].isna().any():
@@ -95,8 +100,12 @@ def resample_weights(
             return W, "seeds", int(ids.size), note
         note = f"seed bootstrap not possible ({why}): runs resampled within sizes"
     uniq = np.unique(B)
-    rng = np.random.default_rng([seed, zlib.crc32(condition.encode())])
-    return stratified_weights(np.searchsorted(uniq, B), n_boot, rng), "runs", None, note
+    return (
+        stratified_weights(np.searchsorted(uniq, B), n_boot, condition_rng(seed, condition)),
+        "runs",
+        None,
+        note,
+    )
 
 
 def seed_correlations(tables, fits: dict) -> pd.DataFrame:

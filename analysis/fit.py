@@ -471,7 +471,7 @@ def fit_power_law(
     _, g1, t = fit["theta"][0]
     jac = np.array([0.0, 1.0 / t, -g1 / t**2]) * fit["y_scale"]
     var = float(jac @ fit["cov"][0] @ jac)
-    z = _Z975 if level == 0.95 else float(np.sqrt(2) * _erfinv(level))
+    z = _z(level)
     if np.isfinite(var) and var >= 0:
         res.se = float(np.sqrt(var))
         res.wald_low, res.wald_high = res.exponent - z * res.se, res.exponent + z * res.se
@@ -670,6 +670,11 @@ def _unbounded_direction(x: np.ndarray, censored: np.ndarray, W: np.ndarray) -> 
     return out
 
 
+def _z(level: float) -> float:
+    """The two-sided normal quantile of ``level`` (1.96 at 0.95)."""
+    return _Z975 if level == 0.95 else float(np.sqrt(2) * _erfinv(level))
+
+
 def _erfinv(p: float) -> float:
     from scipy.special import erfinv
 
@@ -695,7 +700,7 @@ def difference_interval(a: FitResult, b: FitResult, level: float = 0.95) -> tupl
     if a.degenerate or b.degenerate:
         # a degenerate bootstrap understates its own spread (FitResult.degenerate): widen the difference
         # to its union with the normal interval built from each fit's reported (widened) interval
-        z = _Z975 if level == 0.95 else float(np.sqrt(2) * _erfinv(level))
+        z = _z(level)
         half = [(f.ci_high - f.ci_low) / (2 * z) for f in (a, b)]
         se = float(np.hypot(*half))
         d = b.exponent - a.exponent

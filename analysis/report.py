@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import zlib
 
 import numpy as np
 import pandas as pd
@@ -107,11 +106,6 @@ def theory_values(clock: str, rule, power) -> tuple[float, float, float]:
     if clock == "failure":
         return math.nan, math.nan, (1.0 - 2.0 * power) if rule == "power" and np.isfinite(power) else math.nan
     return (0.0, 0.5, math.nan) if sqrt_rule else (math.nan, math.nan, math.nan)
-
-
-def condition_rng(seed: int, condition: str) -> np.random.Generator:
-    """The bootstrap stream of one condition: keyed by its label, not by its position among others."""
-    return np.random.default_rng([seed, zlib.crc32(condition.encode())])
 
 
 def budget_on_clock(runs: pd.DataFrame) -> np.ndarray:

@@ -225,10 +225,14 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
     rng = np.random.default_rng(spec.seed)
     kappas = [_kappa(a, spec) for a in spec.targets]
     runs = []
-    seed_effect = [
-        float(np.random.default_rng([spec.seed_stream, 7919, seed]).standard_normal())
-        for seed in range(spec.seeds)
-    ]
+    seed_effect = (
+        [
+            float(np.random.default_rng([spec.seed_stream, 7919, seed]).standard_normal())
+            for seed in range(spec.seeds)
+        ]
+        if spec.seed_corr
+        else [0.0] * spec.seeds
+    )
     for size in spec.sizes:
         for seed in range(spec.seeds):
             if spec.dependence == "normal":  # the original draws, in the original order
