@@ -32,6 +32,9 @@ CASES = {
     ],
     "entropy_collapse": [
         "lr.ref_lr=1e-3",
+        # with AVX2 kernels the entropy settles near 0.3 x its start (AVX-512: 0.014 x): a threshold of
+        # 0.4 x start fires on both (onset / decision rollout 18/25 and 15/22)
+        "failure.entropy_collapse.min_frac=0.4",
         "failure.entropy_collapse.window_responses=128",
         "failure.entropy_collapse.sustain_responses=256",
     ],
