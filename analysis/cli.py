@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="failure clock at the failure onset (default) or at the detector's decision",
     )
     p.add_argument(
-        "--resolution-frac", type=float, default=0.125, help="flag R_T when spacing or B > frac*R_T"
+        "--resolution-frac", type=float, default=0.25, help="flag R_T when spacing or B > frac*R_T"
     )
     incomplete = p.add_mutually_exclusive_group()
     incomplete.add_argument(

@@ -183,7 +183,7 @@ def _summary(source, tables, skipped, messages, options) -> list[str]:
         failed = ~runs["failure:censored"].astype(bool)
         lines.append(
             f"- failures: {int(failed.sum())}; their onset is interval-censored (the detector's window and "
-            f"rollout before the onset row); resolution-limited failure times (interval over 1/8 of the "
+            f"rollout before the onset row); resolution-limited failure times (interval over 1/4 of the "
             f"onset, or within the first rollouts): {int((failed & runs['failure:resolution_limited']).sum())}"
         )
     if crossing == "interpolate":

@@ -338,7 +338,7 @@ def group_launches(
 
 def kept_sizes(study: Study, m: Measurement, cond: int, clock: str, notes: list[str]) -> list[int]:
     """The sizes that may get more runs for one condition and target: a size where every run crossed
-    the target within a resolution-limited bracket (the first evaluation, or a spacing or B above 1/8 of
+    the target within a resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of
     the crossing: ``analysis.clocks``) is dropped, as long as two sizes remain; more seeds there add
     runs whose crossing is known only to that bracket."""
     col = f"limited:{clock}"

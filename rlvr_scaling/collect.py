@@ -25,8 +25,9 @@ the checkpoint. Logged per rollout: ``rollout/generation_batches``, ``rollout/dr
 
 Data-parallel generation: each rank generates a contiguous block of the prompts (whole groups) with
 its own engine, and the blocks are all-gathered in order, so every rank holds the whole rollout. The
-sampling numbers are keyed by (seed, rollout, call, prompt, response) (:class:`SampleKeys`), so N
-ranks draw what one process draws.
+sampling numbers are keyed by (seed, call within the rollout, the prompt's position in the data order,
+response) (:class:`SampleKeys`), so N ranks draw what one process draws, and runs with one seed draw
+the same numbers for a prompt at every rollout size.
 """
 
 from __future__ import annotations
@@ -72,18 +73,20 @@ class RolloutBatch:
 
 
 def generate_blocks(
-    engine, dist, prompts, prompt_ids, counts, params: SamplingParams, seed: int
+    engine, dist, prompts, prompt_ids, counts, params: SamplingParams, seed: int, keys=None
 ) -> Generation:
     """Sample ``counts[i]`` responses to ``prompts[prompt_ids[i]]``; rows keyed by prompt id (so the
-    result depends neither on batching nor on the number of ranks). Data-parallel: each rank generates
-    a contiguous block of the prompts (whole groups) and the blocks are all-gathered in order: every
-    rank returns the whole generation."""
+    result depends neither on batching nor on the number of ranks). The sampling numbers of prompt id
+    ``q`` come from the stream ``(seed, keys[q])`` (``keys`` defaults to the prompt ids). Data-parallel:
+    each rank generates a contiguous block of the prompts (whole groups) and the blocks are all-gathered
+    in order: every rank returns the whole generation."""
     mine = dist.block(len(prompt_ids))
     ids = [prompt_ids[i] for i in mine]
     cnt = [counts[i] for i in mine]
+    stream = tuple(int(keys[i]) for i in ids) if keys is not None else tuple(ids)
     local = None
     if sum(cnt) > 0 or not dist.enabled:
-        local = engine.generate([prompts[i] for i in ids], cnt, params, SampleKeys(seed, tuple(ids)))
+        local = engine.generate([prompts[i] for i in ids], cnt, params, SampleKeys(seed, stream))
         local.prompt_index = torch.tensor(ids, dtype=torch.long)[local.prompt_index]
     if not dist.enabled:
         return local
@@ -140,16 +143,23 @@ class Collector:
         cfg, d = self.cfg, self.derived
         if cfg.rollout.dynamic_sampling:
             examples = []  # grows with every generation batch
+            positions: list[int] = []
         else:
             examples = self.examples_of(rollout, d.prompts_per_rollout)
+            start = rollout * d.prompts_per_rollout
+            positions = list(range(start, start + d.prompts_per_rollout))
         prompts = [e.prompt for e in examples]
         perf = {"generate_s": 0.0, "reward_s": 0.0}
         calls = itertools.count()
 
         def generate(prompt_ids: list[int], counts: list[int], sampling=self.params) -> Generation:
             t = time.perf_counter()
-            seed = derived_seed(cfg.seed, "sample", rollout, next(calls))
-            gen = generate_blocks(self.engine, self.dist, prompts, prompt_ids, counts, sampling, seed)
+            # keyed by the prompt's position in the data order (not by rollout and index in it): runs
+            # with one seed draw the same responses to a prompt whatever B, while their policies agree
+            seed = derived_seed(cfg.seed, "sample", next(calls))
+            gen = generate_blocks(
+                self.engine, self.dist, prompts, prompt_ids, counts, sampling, seed, keys=positions
+            )
             perf["generate_s"] += time.perf_counter() - t
             return gen
 
@@ -166,6 +176,7 @@ class Collector:
             def draw(n_prompts: int) -> int:
                 """Append the next ``n_prompts`` of the data order; returns the id of the first."""
                 new = self.examples_at(self.data_position, n_prompts)
+                positions.extend(range(self.data_position, self.data_position + n_prompts))
                 self.data_position += n_prompts
                 examples.extend(new)
                 prompts.extend(e.prompt for e in new)

@@ -49,8 +49,10 @@ class SampleKeys:
     its sampling numbers from a stream determined by ``(seed, prompt_keys[i], j)`` alone: the same
     rollout comes out whether its prompts are generated in one batch, in chunks, or split across the
     ranks of a data-parallel run (up to float rounding in the forward passes), and a resumed run draws
-    exactly what the uninterrupted one drew. The trainer keys a rollout's prompts by their index in the
-    rollout and seeds each engine call from (run seed, rollout, call number).
+    exactly what the uninterrupted one drew. The trainer keys a prompt by its position in the run's data
+    order and seeds each engine call from (run seed, call number within the rollout), so runs with one
+    seed draw the same numbers for a prompt whatever their rollout size (docs/study.md, "Seeds as
+    blocks").
     """
 
     seed: int

@@ -89,7 +89,13 @@ def test_resolution_limited_points_are_flagged(tmp_path: Path):
     runs = _table(tmp_path).runs.set_index("run")
     assert runs.loc["coarse", "target:0.3:resolution_limited"]
     assert not runs.loc["fine", "target:0.3:resolution_limited"]
-    assert runs.loc["fine", "target:0.5:resolution_limited"] == (512 > 0.125 * 5632)
+    assert runs.loc["fine", "target:0.5:resolution_limited"] == (512 > 0.25 * 5632)
+    # a bracket of 512 at 2560 (0.2 of R_T: the default geometric schedule's brackets are 0.16) is
+    # resolved at the default 1/4, flagged at a stricter 1/8
+    _write(tmp_path, "medium", [0.1] * 5 + [0.35, 0.4, 0.6])
+    assert not _table(tmp_path).runs.set_index("run").loc["medium", "target:0.3:resolution_limited"]
+    strict = _table(tmp_path, resolution_frac=0.125).runs.set_index("run")
+    assert strict.loc["medium", "target:0.3:resolution_limited"]
 
 
 def test_target_met_at_step_zero_is_noted_and_not_fitted(tmp_path: Path):

@@ -23,3 +23,29 @@ def test_a_seed_draws_the_same_data_order_at_every_size_and_condition(cache_dir)
     assert small == large  # 16 prompts: 8 rollouts of 2 = 2 rollouts of 8
     assert prompts(0, 8, 1e-2, 2) == large  # another condition, same seed
     assert prompts(1, 8, 1e-3, 2) != large  # another seed: another block
+
+
+def test_sampling_numbers_are_shared_across_sizes(cache_dir):
+    # the sampling numbers are keyed by the prompt's position in the data order: with one policy (the
+    # warm start, before any update), the first rollout of P = 2 draws exactly the responses that the
+    # first rollout of P = 4 draws for its first two prompts, and the second rollout of P = 2 those of
+    # its last two; another seed draws other responses
+    from rlvr_scaling.collect import Collector
+    from rlvr_scaling.config import derive
+    from rlvr_scaling.distributed import DistEnv
+    from rlvr_scaling.run import build_components
+
+    def texts(seed, P, rollout):
+        cfg = tiny_config(cache_dir, seed=seed, **{"rollout.prompts_per_rollout": P})
+        comps = build_components(cfg, log=lambda *_: None)
+        collector = Collector(cfg, derive(cfg), comps.task, comps.engine, DistEnv(), frozenset())
+        batch = collector.collect(rollout)
+        comps.task.close()
+        return [(int(q), t) for q, t in zip(batch.gen.prompt_index.tolist(), batch.gen.texts, strict=True)]
+
+    large = texts(0, 4, 0)
+    first, second = texts(0, 2, 0), texts(0, 2, 1)
+    assert first == [(q, t) for q, t in large if q < 2]
+    assert [(q + 2, t) for q, t in second] == [(q, t) for q, t in large if q >= 2]
+    assert len({t for _, t in large}) > 3  # real sampling, not one repeated answer
+    assert texts(1, 4, 0) != large
