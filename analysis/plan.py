@@ -354,7 +354,9 @@ def schedule_of(runs: pd.DataFrame) -> Schedule:
     )
 
 
-def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=None, ignore_keys=()):
+def pilot_conditions(
+    source: str, targets=None, n_boot: int = 200, throughput=None, ignore_keys=(), crossing: str = "interval"
+):
     """Fit the pilot runs at ``source`` and return one :class:`PilotCondition` per condition and target.
 
     sigma is pooled over the conditions of a target, ``sqrt(sum_i n_i s_i^2 / sum_i (n_i - 2))`` with
@@ -368,7 +370,9 @@ def pilot_conditions(source: str, targets=None, n_boot: int = 200, throughput=No
     from analysis.which_b import seconds_per_response_model
 
     loaded = load_source(source)
-    opts = ClockOptions(targets=tuple(targets) if targets else None, ignore_keys=tuple(ignore_keys))
+    opts = ClockOptions(
+        targets=tuple(targets) if targets else None, ignore_keys=tuple(ignore_keys), crossing=crossing
+    )
     tables = build_tables(loaded.runs, opts)
     if tables.runs.empty:
         raise ValueError(f"no readable run in {source}")

@@ -46,7 +46,13 @@ KEYS = {
     "folder",
     "bootstrap",
     "max_runs_per_round",
+    "common",
+    "crossing",
+    "failure_width",
 }
+# Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
+# (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
+CONDITION_DIRECTIVES = {"clock"}
 # Keys a study sets itself on every launch: a condition or an override may not set them.
 RESERVED = {"seed", "rollout.prompts_per_rollout", "run.sweep", "hydra.sweep.dir", "sweeps"}
 
@@ -72,9 +78,20 @@ class Study:
     folder: Path = Path("runs")
     bootstrap: int = 1000
     max_runs_per_round: int | None = None
+    common: bool = True  # one common alpha per condition where the common-alpha test does not reject
+    crossing: str = "interval"  # analysis.clocks crossing mode: interval | isotonic
+    failure_width: float = 0.6  # the requested width of gamma's interval (conditions with clock: failure)
 
     def condition_overrides(self, i: int) -> list[str]:
-        return [f"{k}={_hydra_value(v)}" for k, v in self.conditions[i].items()]
+        return [
+            f"{k}={_hydra_value(v)}" for k, v in self.conditions[i].items() if k not in CONDITION_DIRECTIVES
+        ]
+
+    def condition_keys(self, i: int) -> dict:
+        return {k: v for k, v in self.conditions[i].items() if k not in CONDITION_DIRECTIVES}
+
+    def clock_of(self, i: int) -> str:
+        return str(self.conditions[i].get("clock", "targets"))
 
 
 def _hydra_value(v) -> str:
@@ -143,6 +160,16 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         raise StudyError("budget: give responses or hours")
     if "width" in raw:
         study.width = _positive(raw, "width")
+    if "failure_width" in raw:
+        study.failure_width = _positive(raw, "failure_width")
+    if "common" in raw:
+        if not isinstance(raw["common"], bool):
+            raise StudyError(f"common: true or false, got {raw['common']!r}")
+        study.common = raw["common"]
+    if "crossing" in raw:
+        if raw["crossing"] not in ("interval", "isotonic"):
+            raise StudyError(f"crossing: interval or isotonic, got {raw['crossing']!r}")
+        study.crossing = raw["crossing"]
     for key, kind in (
         ("pilot_seeds", int),
         ("max_rounds", int),
@@ -163,7 +190,10 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         conds = raw["conditions"]
         if not isinstance(conds, list) or not conds or not all(isinstance(c, dict) for c in conds):
             raise StudyError(f"conditions: a list of mappings of overrides, got {conds!r}")
-        keys = {tuple(sorted(c)) for c in conds}
+        for c in conds:
+            if str(c.get("clock", "targets")) not in ("targets", "failure"):
+                raise StudyError(f"conditions: clock must be targets or failure, got {c['clock']!r}")
+        keys = {tuple(sorted(k for k in c if k not in CONDITION_DIRECTIVES)) for c in conds}
         if len(keys) != 1:
             raise StudyError("conditions: every condition must set the same keys")
         for k in keys.pop():
@@ -213,8 +243,8 @@ def _matches(value, wanted) -> bool:
 
 def condition_index(row: pd.Series, study: Study) -> int | None:
     """Which of the study's conditions a run row (a ``build_tables`` row) belongs to."""
-    for i, cond in enumerate(study.conditions):
-        if all(k in row.index and _matches(row[k], v) for k, v in cond.items()):
+    for i in range(len(study.conditions)):
+        if all(k in row.index and _matches(row[k], v) for k, v in study.condition_keys(i).items()):
             return i
     return None
 
@@ -223,6 +253,7 @@ def measure(study: Study) -> Measurement:
     """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
     ``study.bootstrap`` and ``--targets`` ``study.targets``) and return the requested widths."""
     from analysis.clocks import ClockOptions, build_tables, target_label
+    from analysis.cross import common_exponent_table
     from analysis.load import load_source
     from analysis.report import fit_conditions
 
@@ -231,7 +262,7 @@ def measure(study: Study) -> Measurement:
     if not folder.is_dir():
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no run yet")
     loaded = load_source(str(folder))
-    opts = ClockOptions(targets=tuple(study.targets) if study.targets else None)
+    opts = ClockOptions(targets=tuple(study.targets) if study.targets else None, crossing=study.crossing)
     tables = build_tables(loaded.runs, opts)
     if tables.runs.empty:
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
@@ -254,29 +285,72 @@ def measure(study: Study) -> Measurement:
             reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
             runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
     group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
-    exps, _ = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
+    exps, fits = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
+    common = common_exponent_table(tables, fits) if study.common else pd.DataFrame()
     labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
+
+    def interval(lo, hi) -> float:
+        lo, hi = float(lo), float(hi)
+        return hi - lo if math.isfinite(lo) and math.isfinite(hi) else math.inf
+
     rows = []
     for i in range(len(study.conditions)):
-        for target in tables.targets:
-            clock = target_label(target)
-            hit = exps[(exps["condition"].isin(labels[i])) & (exps["clock"] == clock)]
-            width, alpha = math.inf, math.nan
-            if len(hit) == 1:
-                lo, hi = float(hit["ci_low"].iloc[0]), float(hit["ci_high"].iloc[0])
-                if math.isfinite(lo) and math.isfinite(hi):
-                    width = hi - lo
-                alpha = float(hit["exponent"].iloc[0])
+        label = labels[i][0] if len(labels[i]) == 1 else ""
+        mine = exps[exps["condition"].isin(labels[i])]
+        if study.clock_of(i) == "failure":
+            hit = mine[mine["clock"] == "failure"]
+            one = len(hit) == 1
             rows.append(
                 {
                     "condition": i,
-                    "label": labels[i][0] if len(labels[i]) == 1 else "",
-                    "clock": clock,
-                    "target": float(target),
-                    "width": width,
-                    "exponent": alpha,
+                    "label": label,
+                    "clock": "failure",
+                    "target": math.nan,
+                    "width": interval(hit["ci_low"].iloc[0], hit["ci_high"].iloc[0]) if one else math.inf,
+                    "exponent": float(hit["exponent"].iloc[0]) if one else math.nan,
+                    "goal": study.failure_width,
+                    "targets_width": math.nan,
                 }
             )
+            continue
+        per_target = []
+        for target in tables.targets:
+            clock = target_label(target)
+            hit = mine[mine["clock"] == clock]
+            one = len(hit) == 1
+            per_target.append(
+                {
+                    "condition": i,
+                    "label": label,
+                    "clock": clock,
+                    "target": float(target),
+                    "width": interval(hit["ci_low"].iloc[0], hit["ci_high"].iloc[0]) if one else math.inf,
+                    "exponent": float(hit["exponent"].iloc[0]) if one else math.nan,
+                    "goal": study.width,
+                    "targets_width": math.nan,
+                }
+            )
+        row = common[common["condition"] == label] if label and not common.empty else common.iloc[0:0]
+        p_common = float(row["p_common"].iloc[0]) if len(row) == 1 and "p_common" in row else math.nan
+        if len(row) == 1 and math.isfinite(p_common) and p_common >= 0.05:
+            # the common-alpha test does not reject: the common alpha is the reported exponent, and its
+            # interval is the one that must be narrow; the per-target widths say how far each target's
+            # plan must go (plan_round scales the goal by their ratio to the common width)
+            widths = [r["width"] for r in per_target if math.isfinite(r["width"])]
+            rows.append(
+                {
+                    "condition": i,
+                    "label": label,
+                    "clock": "common",
+                    "target": math.nan,
+                    "width": interval(row["ci_low"].iloc[0], row["ci_high"].iloc[0]),
+                    "exponent": float(row["exponent_common"].iloc[0]),
+                    "goal": study.width,
+                    "targets_width": float(np.median(widths)) if widths else math.inf,
+                }
+            )
+        else:
+            rows += per_target
     return Measurement(pd.DataFrame(rows), runs, float(runs["responses"].sum()), group_size)
 
 
@@ -367,7 +441,7 @@ def plan_round(
     the folder (with the analysis' condition labels), ``run_budget``: ``train.max_responses``,
     ``remaining``: responses left in the study's budget."""
     notes: list[str] = []
-    open_rows = m.widths[m.widths["width"] > study.width]
+    open_rows = m.widths[m.widths["width"] > m.widths["goal"]]
     used: dict[tuple[int, int], set[int]] = {}
     for r in m.runs.itertuples():
         if r.cond is not None and not pd.isna(r.cond):
@@ -382,9 +456,48 @@ def plan_round(
     # per condition: runs wanted per P (max over its open targets) and the truths to score them with
     wanted: dict[tuple[int, int], int] = {}
     scoring: dict[int, list[tuple]] = {}
+    fixed: dict[int, float] = {}  # conditions planned without the planner (failure clock): width / goal
     for cond in sorted(set(open_rows["condition"])):
         rows = open_rows[open_rows["condition"] == cond]
         for r in rows.itertuples():
+            if r.clock == "failure":
+                # gamma's interval narrows as 1 / sqrt(runs) (the onsets' scatter does not depend on
+                # the design the way evaluation brackets do): (width / goal)^2 times the runs at every
+                # size, at most doubling them in one round; an unbounded interval doubles them
+                factor = (r.width / r.goal) ** 2 if math.isfinite(r.width) else 4.0
+                for p in study.sizes:
+                    n = len(used.get((cond, p), ()))
+                    wanted[(cond, p)] = max(
+                        wanted.get((cond, p), 0), min(math.ceil(n * factor), 2 * max(n, 1))
+                    )
+                fixed[cond] = r.width / r.goal if math.isfinite(r.width) else math.inf
+                notes.append(
+                    f"condition {cond} failure: width {r.width:.3f} > {r.goal:g}: runs scaled by "
+                    f"{min(factor, 4.0):.2f} (at most doubled)"
+                )
+                continue
+            if r.clock == "common":
+                # plan every target of the condition so that the common interval meets the goal: each
+                # target's goal is the common goal times the current ratio of the targets' (median)
+                # width to the common width
+                scale = r.targets_width / r.width if math.isfinite(r.targets_width) and r.width > 0 else 1.0
+                for q in pilots:
+                    if q.condition != r.label:
+                        continue
+                    sizes = kept_sizes(study, m, cond, q.target, notes)
+                    design = plan_design(
+                        [b_of(p) for p in sizes],
+                        [q.truth],
+                        r.goal * scale,
+                        min_seeds=study.pilot_seeds,
+                        max_runs=400,
+                    )
+                    notes += [f"condition {cond} {q.target}: {d}" for d in design.dropped]
+                    for b, n in zip(design.sizes, design.seeds):
+                        p = next(p for p in study.sizes if b_of(p) == b)
+                        wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
+                    scoring.setdefault(cond, []).append((q.truth, r.width / r.goal))
+                continue
             pilot = next((q for q in pilots if q.condition == r.label and q.target == r.clock), None)
             if pilot is None:
                 notes.append(f"condition {cond} {r.clock}: no exponent yet, one more seed at every size")
@@ -395,7 +508,7 @@ def plan_round(
             design = plan_design(
                 [b_of(p) for p in sizes],
                 [pilot.truth],
-                study.width,
+                r.goal,
                 min_seeds=study.pilot_seeds,
                 max_runs=400,
             )
@@ -403,7 +516,7 @@ def plan_round(
             for b, n in zip(design.sizes, design.seeds):
                 p = next(p for p in study.sizes if b_of(p) == b)
                 wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
-            scoring.setdefault(cond, []).append((pilot.truth, r.width / study.width))
+            scoring.setdefault(cond, []).append((pilot.truth, r.width / r.goal))
     deficit = {k: n - len(used.get(k, ())) for k, n in wanted.items() if n > len(used.get(k, ()))}
     counts = {k: len(v) for k, v in used.items()}
     added: dict[tuple[int, int], int] = {}
@@ -413,7 +526,7 @@ def plan_round(
     def gain(key: tuple[int, int]) -> float:
         cond, p = key
         if cond not in scoring:
-            return 1.0 / cost[p]  # no exponent yet: the cheapest sizes first
+            return 1.0 / cost[p]  # no exponent yet, or the failure clock: the cheapest sizes first
         truth, _ = max(scoring[cond], key=lambda x: x[1])  # the condition's widest interval
         sizes = [b_of(q) for q in study.sizes]
         now = [counts.get((cond, q), 0) + added.get((cond, q), 0) for q in study.sizes]
@@ -429,6 +542,8 @@ def plan_round(
             break
         # the widest condition's runs first, then the most narrowing per response
         ratio = {c: max(w for _, w in v) for c, v in scoring.items()}
+        for c, w in fixed.items():
+            ratio[c] = max(ratio.get(c, 0.0), w)
         key = max(affordable, key=lambda k: (ratio.get(k[0], math.inf), gain(k)))
         added[key] = added.get(key, 0) + 1
         spent += cost[key[1]]
@@ -440,12 +555,17 @@ def plan_round(
 
 def format_widths(study: Study, m: Measurement) -> str:
     """One line per condition and target: width against the goal."""
-    lines = [f"  {'condition':<32} {'target':>8} {'alpha':>8} {'width':>8}  goal {study.width:g}"]
+    lines = [f"  {'condition':<44} {'interval':>12} {'exponent':>8} {'width':>8} {'goal':>6}"]
     for r in m.widths.itertuples():
         name = " ".join(study.condition_overrides(r.condition)) or "all"
+        what = (
+            f"alpha {r.target:g}"
+            if r.clock.startswith("target:")
+            else ("common alpha" if r.clock == "common" else "gamma")
+        )
         w = f"{r.width:.3f}" if math.isfinite(r.width) else "inf"
         a = f"{r.exponent:.3f}" if np.isfinite(r.exponent) else "-"
         lines.append(
-            f"  {name:<32} {r.target:>8g} {a:>8} {w:>8}  {'met' if r.width <= study.width else 'open'}"
+            f"  {name:<44} {what:>12} {a:>8} {w:>8} {r.goal:>6g}  {'met' if r.width <= r.goal else 'open'}"
         )
     return "\n".join(lines)

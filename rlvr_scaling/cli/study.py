@@ -142,6 +142,8 @@ def _analyze(study) -> int:
     ]
     if study.targets:
         args += ["--targets", *[f"{t:g}" for t in study.targets]]
+    if study.crossing == "isotonic":
+        args.append("--isotonic")
     print("rlvr-analyze " + " ".join(args), flush=True)
     return analyze([*args, "--quiet"])
 
@@ -218,7 +220,7 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
         reason = None
         if m.widths.empty:
             reason = f"no readable run in {study.folder} ({m.message}); see the runs' train.log"
-        elif (m.widths["width"] <= study.width).all():
+        elif (m.widths["width"] <= m.widths["goal"]).all():
             reason = "every requested width is met"
         elif done >= study.max_rounds:
             reason = f"max_rounds ({study.max_rounds}) reached"
@@ -228,7 +230,9 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
             print(f"stopped after {launched} round(s) as asked; run the same command to continue")
             return 0
         if reason is None:
-            pilots = pilot_conditions(str(study.folder), targets=study.targets, n_boot=study.bootstrap)
+            pilots = pilot_conditions(
+                str(study.folder), targets=study.targets, n_boot=study.bootstrap, crossing=study.crossing
+            )
             plan = plan_round(study, m, pilots, run_budget, study.budget_responses - m.responses)
             for note in plan.notes:
                 print(f"  {note}")
