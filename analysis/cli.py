@@ -10,7 +10,7 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``, ``skipped.csv``,
+``noise_scale.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``, ``trend.csv``, ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
@@ -40,6 +40,7 @@ from analysis.markdown import exponent_table, plain_table, source_messages, writ
 from analysis.noise_scale import agreement, noise_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
+from analysis.trend import trend_lines, trend_table
 from analysis.which_b import parse_throughput, throughput_point, which_b_lines, which_b_table
 
 
@@ -206,6 +207,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
+    trend = trend_table(exponents, fits, common, tables.varying_keys)
     sig = (
         None
         if args.no_sigmoid
@@ -219,6 +221,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence.to_csv(out / "incidence.csv", index=False)
     incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
     common.to_csv(out / "common_exponent.csv", index=False)
+    trend.to_csv(out / "trend.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
@@ -282,6 +285,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),
+            "trend": trend_lines(trend),
         },
     )
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})

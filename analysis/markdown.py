@@ -134,6 +134,7 @@ def write_report(
         _competing(exponents),
         _incidence(extra.get("incidence_summary")),
         _common(extra.get("common")),
+        extra.get("trend") or [],  # exponents along a numeric key (analysis.trend.trend_lines)
         _noise(extra.get("noise"), exponents),
         _goodness_of_fit(exponents),
         _sigmoid(extra.get("sigmoid")),

@@ -247,3 +247,118 @@ def test_a_size_whose_crossings_are_resolution_limited_gets_no_more_runs(pilot):
     assert not any(
         "resolution-limited" in n for n in plan_round(study, m3, pilots, BUDGET, remaining=1e9).notes
     )
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"conditions": [{"lr.ref_lr": 1e-6, "clock": "loss"}]}, "conditions"),
+        ({"crossing": "exact"}, "crossing"),
+        ({"common": "yes"}, "common"),
+        ({"failure_width": -0.5}, "failure_width"),
+    ],
+)
+def test_new_study_keys_name_themselves_when_wrong(change, key):
+    with pytest.raises(StudyError) as err:
+        parse_study({**GOOD, **change})
+    assert str(err.value).startswith(f"{key}:"), err.value
+
+
+def test_a_condition_clock_is_a_directive_not_an_override():
+    study = parse_study(
+        {
+            **GOOD,
+            "conditions": [
+                {"loss": "clipped", "lr.ref_lr": 3e-6},
+                {"loss": "unclipped", "lr.ref_lr": 1e-4, "clock": "failure"},
+            ],
+        }
+    )
+    assert study.condition_overrides(1) == ["loss=unclipped", "lr.ref_lr=0.0001"]
+    assert study.clock_of(0) == "targets" and study.clock_of(1) == "failure"
+
+
+@pytest.fixture(scope="module")
+def common_and_failure(tmp_path_factory):
+    """One clipped-like condition timed at two targets with one alpha (0.3), and one condition whose
+    runs fail (gamma 0.4, no target reached in its budget), 3 seeds at 4 sizes each."""
+    folder = tmp_path_factory.mktemp("study2") / "runs" / "s"
+    common = SyntheticSpec(
+        sizes=SIZES_B,
+        seeds=3,
+        alpha=0.3,
+        sigma=0.2,
+        gamma=None,
+        targets=(0.3, 0.4),
+        budget=BUDGET,
+        overrides=(("lr.ref_lr", 1e-6),),
+        seed=1,
+        b_noise=None,
+    )
+    failing = SyntheticSpec(
+        sizes=SIZES_B,
+        seeds=3,
+        alpha=0.3,
+        prefactor=1e6,
+        sigma=0.2,
+        gamma=0.4,
+        failure_prefactor=600.0,
+        failure_sigma=0.3,
+        targets=(0.3, 0.4),
+        budget=BUDGET,
+        overrides=(("lr.ref_lr", 1e-4),),
+        seed=2,
+        b_noise=None,
+    )
+    write_sweep(folder, [common, failing])
+    raw = {
+        "name": "s",
+        "sizes": [b // G for b in SIZES_B],
+        "conditions": [{"lr.ref_lr": 1e-6}, {"lr.ref_lr": 1e-4, "clock": "failure"}],
+        "budget": {"responses": 1e7},
+        "bootstrap": 200,
+        "failure_width": 0.6,
+    }
+    study = parse_study(raw)
+    study.folder = folder
+    per_target = parse_study({**raw, "common": False})
+    per_target.folder = folder
+    return study, measure(study), per_target, measure(per_target)
+
+
+def test_the_common_alpha_is_the_requested_interval_where_targets_agree(common_and_failure):
+    study, m, per_target, m_per = common_and_failure
+    rows = m.widths.set_index("condition")
+    assert rows.loc[0, "clock"] == "common" and rows.loc[0, "goal"] == study.width
+    assert abs(rows.loc[0, "exponent"] - 0.3) < 0.2
+    # a weighted mean of the targets' exponents: no wider than theirs (the synthetic targets are crossings
+    # of one curve, so nearly as wide)
+    assert rows.loc[0, "width"] <= 1.05 * rows.loc[0, "targets_width"]
+    assert set(m_per.widths[m_per.widths["condition"] == 0]["clock"]) == {"target:0.3", "target:0.4"}
+    # the failure condition's requested interval is gamma's, against failure_width
+    assert rows.loc[1, "clock"] == "failure" and rows.loc[1, "goal"] == 0.6
+    assert math.isfinite(rows.loc[1, "exponent"])
+
+
+def test_common_and_failure_intervals_are_planned(common_and_failure):
+    study, m, _, _ = common_and_failure
+    pilots = pilot_conditions(str(study.folder), n_boot=200)
+    plan = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    added = {}
+    for x in plan.launches:
+        for p in x.sizes:
+            added[(x.condition, p)] = added.get((x.condition, p), 0) + len(x.seeds)
+    rows = m.widths.set_index("condition")
+    if rows.loc[0, "width"] > study.width:
+        assert any(c == 0 for c, _ in added)
+    # gamma: the runs at every size scale by (width / goal)^2, at most doubled in one round
+    w = rows.loc[1, "width"]
+    factor = (w / 0.6) ** 2 if math.isfinite(w) else 4.0
+    expect = min(math.ceil(3 * factor), 6) - 3
+    if w > 0.6:
+        assert all(added.get((1, p), 0) == expect for p in study.sizes), (added, w)
+        assert any(n.startswith("condition 1 failure: width") for n in plan.notes)
+    met = m.widths.copy()
+    met.loc[met["condition"] == 1, "width"] = 0.5
+    plan2 = plan_round(study, type(m)(met, m.runs, m.responses, m.group_size), pilots, BUDGET, remaining=1e9)
+    assert all(x.condition != 1 for x in plan2.launches)
