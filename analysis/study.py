@@ -241,10 +241,30 @@ def _matches(value, wanted) -> bool:
         return str(value) == str(wanted)
 
 
+def _override_items(name) -> dict[str, str]:
+    """``key=value`` items of a run directory's name (Hydra's override_dirname: ``k=v,k=v``)."""
+    out = {}
+    for item in str(name).split(","):
+        key, eq, value = item.partition("=")
+        if eq:
+            out[key] = value
+    return out
+
+
 def condition_index(row: pd.Series, study: Study) -> int | None:
-    """Which of the study's conditions a run row (a ``build_tables`` row) belongs to."""
+    """Which of the study's conditions a run row (a ``build_tables`` row) belongs to: each condition
+    key is compared with the row's column of that name, or, for a key that is not a column (a config
+    group choice such as ``loss=clipped``, which the tables show as its values, ``loss.clip``), with the
+    override in the run directory's name."""
+    items = _override_items(row.get("run", ""))
+
+    def value(k):
+        if k in row.index and not (isinstance(row[k], float) and math.isnan(row[k])):
+            return row[k]
+        return items.get(k)
+
     for i in range(len(study.conditions)):
-        if all(k in row.index and _matches(row[k], v) for k, v in study.condition_keys(i).items()):
+        if all(value(k) is not None and _matches(value(k), v) for k, v in study.condition_keys(i).items()):
             return i
     return None
 

@@ -130,6 +130,17 @@ def _hours(state: dict) -> float:
     return sum(r.get("seconds", 0.0) for r in state["rounds"]) / 3600
 
 
+def remaining_responses(study, state: dict, spent: float) -> float:
+    """Responses the next round may plan: what ``budget.responses`` leaves and, with ``budget.hours``,
+    the hours left at the study's own measured rate (responses spent per hour of its rounds so far), so
+    that a round fits in the time left instead of overrunning it."""
+    left = study.budget_responses - spent
+    hours = _hours(state)
+    if math.isfinite(study.budget_hours) and hours > 0 and spent > 0:
+        left = min(left, (study.budget_hours - hours) * spent / hours)
+    return max(left, 0.0)
+
+
 def _analyze(study) -> int:
     from analysis.cli import main as analyze
 
@@ -233,12 +244,14 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
             pilots = pilot_conditions(
                 str(study.folder), targets=study.targets, n_boot=study.bootstrap, crossing=study.crossing
             )
-            plan = plan_round(study, m, pilots, run_budget, study.budget_responses - m.responses)
+            plan = plan_round(study, m, pilots, run_budget, remaining_responses(study, state, m.responses))
             for note in plan.notes:
                 print(f"  {note}")
             if not plan.launches:
                 reason = (
-                    "budget.responses spent" if any("budget" in n for n in plan.notes) else "nothing to add"
+                    "budget spent (responses, or hours at the measured rate)"
+                    if any("budget" in n for n in plan.notes)
+                    else "nothing to add"
                 )
             else:
                 _launch(study, state, plan, "adaptive", dry_run)

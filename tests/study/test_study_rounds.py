@@ -362,3 +362,32 @@ def test_common_and_failure_intervals_are_planned(common_and_failure):
     met.loc[met["condition"] == 1, "width"] = 0.5
     plan2 = plan_round(study, type(m)(met, m.runs, m.responses, m.group_size), pilots, BUDGET, remaining=1e9)
     assert all(x.condition != 1 for x in plan2.launches)
+
+
+def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
+    # `loss=clipped` selects a config group: the tables show its values (loss.clip), not `loss`, so the
+    # run is matched through the override in its directory name
+    import pandas as pd
+
+    from analysis.study import condition_index
+
+    study = parse_study(
+        {
+            **GOOD,
+            "conditions": [
+                {"loss": "clipped", "lr.ref_lr": 1e-6, "train.stop_at_targets": True},
+                {"loss": "unclipped", "lr.ref_lr": 1e-4, "train.stop_at_targets": False, "clock": "failure"},
+            ],
+        }
+    )
+
+    def row(loss, lr, stop):
+        name = (
+            f"loss={loss},lr.ref_lr={lr:g},rollout.prompts_per_rollout=4,seed=0,train.stop_at_targets={stop}"
+        )
+        return pd.Series({"run": name, "lr.ref_lr": lr, "loss.clip": 0.2 if loss == "clipped" else None})
+
+    assert condition_index(row("clipped", 1e-6, True), study) == 0
+    assert condition_index(row("unclipped", 1e-4, False), study) == 1
+    assert condition_index(row("clipped", 1e-4, True), study) is None
+    assert condition_index(row("clipped", 1e-6, False), study) is None
