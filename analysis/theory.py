@@ -18,6 +18,12 @@ simple noise scale, equal to B_crit when H is isotropic), both reported.
 
 Assumptions: a locally quadratic loss; one B_crit per run; the K steps of a rollout treated as K
 independent minibatch steps; eta below the curvature's stability limit.
+
+Beside the fit (:func:`theory_table` -> ``theory.csv``, :func:`theory_lines` -> the report's section
+"Predicted vs fitted α"): per condition B_crit and B_noise are ratios of means over its fitted runs
+(``runs.csv`` ``curv:*`` and ``noise:*`` columns), resampled with the fit's own bootstrap weights
+(:func:`analysis.report.condition_resamples`), so fitted and predicted alpha come from the same runs
+in every replicate and their difference is paired (``docs/theory.md`` lists the columns and rules).
 """
 
 from __future__ import annotations
@@ -296,6 +302,8 @@ def _verdict(row, name: str) -> str:
     if math.isnan(_num(row[f"predicted_{name}"])):
         return "not measured"
     agrees = row[f"agrees_{name}"]
+    if math.isnan(_num(row["fitted"])):
+        return "no fitted α"
     if agrees is None or (isinstance(agrees, float) and math.isnan(agrees)):
         return "no paired interval"
     return "agree" if bool(agrees) else "**disagree**"
@@ -375,6 +383,7 @@ VERDICT_WORDS = {
     "agree": "agrees with the fit",
     "disagree": "**disagrees** with the fit",
     "not measured": "is not measured",
+    "no fitted α": "has no fitted α to compare with (exponent not identified)",
     "no paired interval": "has no paired interval (no bootstrap of the fit)",
 }
 

@@ -189,6 +189,10 @@ def test_without_curvature_rows_the_prediction_is_not_measured():
         "- η_ref = 1e-06: the α predicted from B_crit is not measured at target 0.5; the α predicted "
         "from B_noise is not measured at target 0.5." in lines
     )
+    # a prediction without a fitted exponent (every run censored): said so, not "agree"
+    row.update(fitted=math.nan, predicted_b_noise=0.1, measured="b_noise")
+    lines = "\n".join(theory_lines(pd.DataFrame([row], columns=THEORY_COLUMNS)))
+    assert "the α predicted from B_noise has no fitted α to compare with" in lines
 
 
 def test_rlvr_analyze_writes_theory_csv_the_report_section_and_the_figure(tmp_path: Path):
