@@ -10,7 +10,8 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``, ``trend.csv``, ``skipped.csv``,
+``noise_scale.csv``, ``theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
+``trend.csv``, ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
@@ -40,6 +41,7 @@ from analysis.markdown import exponent_table, plain_table, source_messages, writ
 from analysis.noise_scale import agreement, noise_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
+from analysis.theory import theory_lines, theory_table
 from analysis.trend import trend_lines, trend_table
 from analysis.which_b import parse_throughput, throughput_point, which_b_lines, which_b_table
 
@@ -204,6 +206,9 @@ def run(args: argparse.Namespace, api=None) -> int:
     noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
     which_b = which_b_table(tables, fits, parse_throughput(args.throughput) if args.throughput else None)
     exponents = agreement(exponents, noise)
+    theory = theory_table(
+        tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
+    )
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
@@ -223,6 +228,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     common.to_csv(out / "common_exponent.csv", index=False)
     trend.to_csv(out / "trend.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
+    theory.to_csv(out / "theory.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
@@ -253,7 +259,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             tuple(args.formats),
             jobs=args.jobs,
             exponents=exponents,
-            extra={"noise": predictions, "sigmoid": sig},
+            extra={"noise": predictions, "sigmoid": sig, "theory": theory},
             dpi=args.dpi,
             warnings=figure_warnings,
         )
@@ -282,6 +288,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "incidence_summary": incidence_summary,
             "common": common,
             "noise": noise,
+            "theory": theory_lines(theory),
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),

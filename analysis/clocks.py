@@ -52,7 +52,9 @@ For each run (DESIGN.md §3):
 * **Noise scale** (McCandlish et al. 2018): from the training rows up to the failure time (or the end),
   ``noise:b_noise`` = mean ``noise/trace_cov`` / mean ``noise/grad_norm_sq`` (a ratio of means: the
   per-rollout estimates are unbiased but very noisy and their ratio is not), next to the median of the
-  per-rollout ``noise/b_noise`` and the number of finite rows used (K = 1 logs NaN: no estimate).
+  per-rollout ``noise/b_noise`` and the number of finite rows used (K = 1 logs NaN: no estimate);
+  likewise ``curv:b_crit`` = mean ``curv/trace_hsigma`` / mean ``curv/gHg_abs`` from the curvature rows
+  (``docs/theory.md``).
 
 The values are recomputed from ``metrics.jsonl``; ``summary.json`` is only used to cross-check, and a
 disagreement sets ``summary_mismatch`` with a note. ``clock="tokens"|"flops"|"wall_seconds"|
@@ -181,6 +183,25 @@ def noise_summary(rows: list[dict[str, Any]], until: float = math.inf) -> dict[s
         "noise:trace_cov_mean": mean_t,
         "noise:grad_norm_sq_mean": mean_g,
         "noise:n_rows": int(both.sum()),
+        **curvature_summary(train),
+    }
+
+
+def curvature_summary(train: list[dict[str, Any]]) -> dict[str, float]:
+    """B_crit of one run from its training rows (the trainer's ``curv/`` rows, every
+    ``noise.curvature_every_rollouts``): ``curv:b_crit`` = mean ``curv/trace_hsigma`` / mean
+    ``curv/gHg_abs`` over the rows where both are finite (a ratio of means, as for ``noise:b_noise``);
+    NaN when the run logged none (curvature off, or too short to reach the cadence)."""
+    trace = np.array(_column_of(train, "curv/trace_hsigma"))
+    ghg = np.array(_column_of(train, "curv/gHg_abs"))
+    both = np.isfinite(trace) & np.isfinite(ghg)
+    mean_t = float(trace[both].mean()) if both.any() else math.nan
+    mean_g = float(ghg[both].mean()) if both.any() else math.nan
+    return {
+        "curv:b_crit": mean_t / mean_g if both.any() and mean_g > 0 else math.nan,
+        "curv:trace_hsigma_mean": mean_t,
+        "curv:gHg_abs_mean": mean_g,
+        "curv:n_rows": int(both.sum()),
     }
 
 

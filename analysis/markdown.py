@@ -123,8 +123,8 @@ def write_report(
     extra: dict | None = None,
 ) -> str:
     """Write ``report.md`` and return its text, one function per section below. ``extra``:
-    ``incidence_summary``, ``common``, ``noise``, ``sigmoid`` tables and the lines of the ``blocks`` and
-    ``which_b`` sections when computed."""
+    ``incidence_summary``, ``common``, ``noise``, ``sigmoid`` tables and the lines of the ``theory``,
+    ``blocks`` and ``which_b`` sections when computed."""
     extra = extra or {}
     sections = [
         _summary(source, tables, skipped, messages, options),
@@ -136,6 +136,7 @@ def write_report(
         _common(extra.get("common")),
         extra.get("trend") or [],  # exponents along a numeric key (analysis.trend.trend_lines)
         _noise(extra.get("noise"), exponents),
+        extra.get("theory") or [],  # predicted vs fitted α (analysis.theory.theory_lines)
         _goodness_of_fit(exponents),
         _sigmoid(extra.get("sigmoid")),
         _warnings(exponents),

@@ -20,7 +20,9 @@ Across conditions: ``exponents_vs_<key>`` for every key that varies (exponent wi
 against the key, one colour per condition, the same colours in every figure), ``alpha_gamma_vs_eta_ref``
 (α per target and γ against η_ref, the paper-style figure) when ``lr.ref_lr`` varies, and
 ``rt_vs_B_all_<target>`` (every condition's responses-to-target in one panel) and, with two or more
-targets, ``exponents_vs_target`` (α against the target level, even for a single condition). Titles and axes name the
+targets, ``exponents_vs_target`` (α against the target level, even for a single condition), and
+``alpha_predicted_vs_fitted`` (the fitted α beside the α predicted from B_crit and B_noise,
+:mod:`analysis.plots_theory`) when ``extra["theory"]`` has a prediction. Titles and axes name the
 quantities in words and symbols (:mod:`analysis.symbols`); legends sit outside the axes.
 
 This module is the figure list (:func:`plot_all`) above the two that draw them:
@@ -41,6 +43,7 @@ from analysis._parallel import fork_map  # noqa: E402
 from analysis.plot_style import DPI, condition_colours, condition_order  # noqa: E402
 from analysis.plots_condition import plot_condition  # noqa: E402
 from analysis.plots_cross import cross_tasks, plot_cross  # noqa: E402
+from analysis.plots_theory import has_prediction, plot_theory  # noqa: E402
 
 __all__ = [
     "DPI",
@@ -64,6 +67,8 @@ def _plot_one(task: tuple[str, object]) -> tuple[list[str], list[str]]:
     try:
         if kind == "condition":
             return plot_condition(out, arg, tables, fits, formats, extra, dpi), []
+        if kind == "theory":
+            return plot_theory(out, extra["theory"], formats, dpi), []
         return plot_cross(out, tables, exponents, fits, formats, extra["colours"], dpi, only=[task]), []
     except Exception as err:  # noqa: BLE001 - any failure of one figure is reported, never raised
         plt.close("all")
@@ -83,6 +88,8 @@ def plot_all(
     tasks: list[tuple[str, object]] = [("condition", c) for c in sorted(tables.runs["condition"].unique())]
     if exponents is not None:
         tasks += cross_tasks(tables, exponents)
+    if has_prediction(extra.get("theory")):
+        tasks.append(("theory", None))
     _STATE = (out, tables, fits, formats, extra, dpi, exponents)
     try:
         per_task = fork_map(_plot_one, tasks, jobs)

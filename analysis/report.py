@@ -188,6 +188,20 @@ def fit_conditions(
 _FIT_STATE: tuple = ()  # (tables, n_boot, seed, interpolated, joint_model, key_columns) for forked workers
 
 
+def condition_resamples(
+    tables: Tables, condition: str, n_boot: int, seed: int, resample: str = "seeds"
+) -> tuple[pd.DataFrame, np.ndarray | None, str, int | None, str]:
+    """``(fitted runs, W [n_boot, n_fitted] or None, resampling used, clusters, note)`` of one condition:
+    the bootstrap resamples every clock's fit of :func:`fit_conditions` uses (replicate ``r`` of
+    ``FitResult.boot_slopes`` is the fit with weights ``W[r]``), so a statistic computed from the same
+    rows of ``W`` is paired with the fit replicate by replicate (:mod:`analysis.theory`)."""
+    group = tables.runs[tables.runs["condition"] == condition]
+    fitted = group[group["in_fit"]]
+    if n_boot > 0 and len(fitted):
+        return fitted, *resample_weights(fitted, n_boot, seed, resample, condition)
+    return fitted, None, "none", None, ""
+
+
 def _fit_condition(condition: str) -> tuple[list[dict], dict]:
     """Every clock of one condition (the body of :func:`fit_conditions`)."""
     tables, n_boot, seed, interpolated, joint_model, key_columns, resample = _FIT_STATE
@@ -195,12 +209,9 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
     group = runs[runs["condition"] == condition]
     crossing = tables.options.crossing_mode if tables.options else "interval"
     rows, fits = [], {}
-    fitted = group[group["in_fit"]]
     first = group.iloc[0]
+    fitted, W, used, clusters, note = condition_resamples(tables, condition, n_boot, seed, resample)
     B = fitted["B"].to_numpy(float)
-    W, used, clusters, note = None, "none", None, ""
-    if n_boot > 0 and len(fitted):
-        W, used, clusters, note = resample_weights(fitted, n_boot, seed, resample, condition)
     explicit = tables.options is not None and tables.options.targets is not None
     declared = {float(t) for text in group.get("declared_targets", []) for t in str(text).split()}
     for clock in clocks_of(tables):

@@ -18,6 +18,12 @@ simple noise scale, equal to B_crit when H is isotropic), both reported.
 
 Assumptions: a locally quadratic loss; one B_crit per run; the K steps of a rollout treated as K
 independent minibatch steps; eta below the curvature's stability limit.
+
+Beside the fit (:func:`theory_table` -> ``theory.csv``, :func:`theory_lines` -> the report's section
+"Predicted vs fitted α"): per condition B_crit and B_noise are ratios of means over its fitted runs
+(``runs.csv`` ``curv:*`` and ``noise:*`` columns), resampled with the fit's own bootstrap weights
+(:func:`analysis.report.condition_resamples`), so fitted and predicted alpha come from the same runs
+in every replicate and their difference is paired (``docs/theory.md`` lists the columns and rules).
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ import math
 from collections.abc import Iterable
 
 import numpy as np
+import pandas as pd
+
+from analysis.fit import _z
 
 
 def local_alpha(b: np.ndarray | float, b_crit: np.ndarray | float) -> np.ndarray:
@@ -81,16 +90,303 @@ def run_scales(rows: Iterable[dict]) -> dict[str, float]:
 def paired_difference(fitted: np.ndarray, predicted: np.ndarray, level: float = 0.95) -> dict[str, float]:
     """The difference fitted - predicted alpha over paired bootstrap resamples (the same resampled runs
     give both values, so their shared run-to-run variation cancels): median, percentile interval and
-    whether the interval covers 0 (``agrees``)."""
-    diff = np.asarray(fitted, float) - np.asarray(predicted, float)
-    diff = diff[np.isfinite(diff)]
+    whether the interval covers 0 (``agrees``). A replicate whose fit is not identified (slope +-inf,
+    :class:`analysis.fit.FitResult`) stays in as +-inf, so the interval is unbounded on that side rather
+    than falsely narrow; replicates without a prediction (NaN) are left out."""
+    with np.errstate(invalid="ignore"):
+        diff = np.asarray(fitted, float) - np.asarray(predicted, float)
+    diff = diff[~np.isnan(diff)]
     if diff.size == 0:
         return {"difference": math.nan, "low": math.nan, "high": math.nan, "agrees": math.nan}
     q = (1 - level) / 2
-    low, high = np.quantile(diff, [q, 1 - q])
+    low, high = np.quantile(diff, [q, 1 - q], method="inverted_cdf")
     return {
         "difference": float(np.median(diff)),
         "low": float(low),
         "high": float(high),
         "agrees": float(low <= 0 <= high),
     }
+
+
+# ---- the predicted exponent beside the fit, per condition and target (theory.csv, report.md) ------------
+
+SOURCES = (
+    ("b_crit", "B_crit", "curv:trace_hsigma_mean", "curv:gHg_abs_mean"),
+    ("b_noise", "B_noise", "noise:trace_cov_mean", "noise:grad_norm_sq_mean"),
+)
+
+THEORY_COLUMNS = [
+    "condition",
+    "eta_ref",
+    "clock",
+    "K",
+    "n_runs",
+    "measured",
+    "resampling",
+    "n_boot",
+    "inflation",
+    "fitted",
+    "fitted_low",
+    "fitted_high",
+    *(f"{name}{suffix}" for name, *_ in SOURCES for suffix in ("_runs", "", "_low", "_high")),
+    *(
+        f"{what}_{name}{suffix}"
+        for name, *_ in SOURCES
+        for what, suffixes in (("predicted", ("", "_low", "_high")), ("diff", ("", "_low", "_high")))
+        for suffix in suffixes
+    ),
+    *(f"agrees_{name}" for name, *_ in SOURCES),
+    "note",
+]
+
+
+def scale_replicates(num, den, W: np.ndarray | None) -> tuple[float, np.ndarray]:
+    """A condition's B_crit (or B_noise) from its runs' mean numerators and denominators: the ratio of
+    the means over the runs where both are finite (as ``noise_scale.csv``), and the same ratio under
+    each resample ``W [n_boot, n_runs]`` (counts per run). A resample whose mean denominator is not
+    positive gives +inf (the noise-dominated limit, as in ``noise_scale.csv``), one that draws no run
+    with a measurement gives NaN."""
+    num, den = np.asarray(num, float), np.asarray(den, float)
+    has = np.isfinite(num) & np.isfinite(den)
+    point = math.nan
+    if has.any() and den[has].mean() > 0:
+        point = float(num[has].mean() / den[has].mean())
+    if W is None:
+        return point, np.empty(0)
+    Wh = np.asarray(W, float)[:, has]
+    total = Wh.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n, d = Wh @ num[has] / total, Wh @ den[has] / total
+        reps = np.where(d > 0, n / d, np.inf)
+    reps[total <= 0] = np.nan
+    return point, reps
+
+
+def alpha_of_scale(sizes, scale, K: float) -> np.ndarray:
+    """:func:`predicted_alpha`, with B_crit = +inf giving 0 (the noise-dominated limit)."""
+    scale = np.atleast_1d(np.asarray(scale, float))
+    out = predicted_alpha(sizes, scale, K)
+    out[np.isposinf(scale)] = 0.0
+    return out
+
+
+def compare_to_fit(fit, sizes, K: float, num, den, W: np.ndarray | None, level: float = 0.95) -> dict:
+    """The predicted alpha of one source (B_crit or B_noise) beside one fit, paired replicate by replicate.
+
+    ``W``: the resamples of the fit (:func:`analysis.report.condition_resamples`), so replicate ``r`` of
+    the prediction uses the runs that replicate ``r`` of ``fit.boot_slopes`` used. The fit's replicates
+    are scaled around its estimate by the small-sample factor ``fit.inflation``
+    (:mod:`analysis.fit`); the predicted replicates are scaled by the same factor around the predicted
+    value, so that fitted, predicted and their difference are on one footing. The difference's interval
+    is the percentile interval of the replicate differences; where the fit's bootstrap was degenerate it
+    is widened to its union with the normal interval from the two reported intervals (as
+    :func:`analysis.fit.difference_interval`)."""
+    nan = math.nan
+    scale, reps = scale_replicates(num, den, W)
+    q = [(1 - level) / 2, (1 + level) / 2]
+    out = {"scale": scale, "scale_low": nan, "scale_high": nan, "predicted": nan}
+    out.update(predicted_low=nan, predicted_high=nan, diff=nan, diff_low=nan, diff_high=nan, agrees=None)
+    out["runs"] = int((np.isfinite(np.asarray(num, float)) & np.isfinite(np.asarray(den, float))).sum())
+    if not math.isfinite(scale):
+        return out
+    p_hat = float(alpha_of_scale(sizes, scale, K)[0])
+    out["predicted"] = p_hat
+    finite = reps[~np.isnan(reps)]
+    if finite.size == 0 or not math.isfinite(p_hat):
+        return out
+    out["scale_low"], out["scale_high"] = (float(v) for v in np.quantile(finite, q, method="inverted_cdf"))
+    k = float(getattr(fit, "inflation", 1.0))
+    k = k if math.isfinite(k) and k > 0 else 1.0
+    pred = p_hat + k * (alpha_of_scale(sizes, reps, K) - p_hat)
+    ok = pred[~np.isnan(pred)]
+    low, high = np.quantile(ok, q, method="inverted_cdf")
+    # the interpolation's slope lies in [0, 1/2] whatever B_crit: the inflated interval is clipped to it
+    out["predicted_low"], out["predicted_high"] = max(float(low), 0.0), min(float(high), 0.5)
+    slopes = np.asarray(getattr(fit, "boot_slopes", np.empty(0)), float)
+    if slopes.size != pred.size or not math.isfinite(getattr(fit, "exponent", nan)):
+        return out
+    d = paired_difference(slopes, pred, level)
+    low, high = d["low"], d["high"]
+    if getattr(fit, "degenerate", ""):
+        z = _z(level)
+        se = math.hypot(
+            (fit.ci_high - fit.ci_low) / (2 * z), (out["predicted_high"] - out["predicted_low"]) / (2 * z)
+        )
+        centre = fit.exponent - p_hat
+        low, high = (
+            (min(low, centre - z * se), max(high, centre + z * se))
+            if math.isfinite(se)
+            else (-math.inf, math.inf)
+        )
+    out.update(diff=d["difference"], diff_low=low, diff_high=high, agrees=bool(low <= 0 <= high))
+    return out
+
+
+def theory_table(
+    tables, exponents: pd.DataFrame, fits: dict, n_boot: int, seed: int, resample: str = "seeds"
+) -> pd.DataFrame:
+    """``theory.csv``: per condition and target clock the fitted alpha, the predicted alpha from B_crit
+    and from B_noise with their intervals, and the paired difference fitted - predicted (``docs/theory.md``).
+
+    ``n_boot``, ``seed`` and ``resample`` must be those of :func:`analysis.report.fit_conditions`: the
+    resamples are recomputed with the function the fit used (same stream), and the replicates pair up.
+    """
+    from analysis.report import condition_resamples  # the fit's resamples (report imports the fits)
+
+    rows = []
+    targets = exponents[exponents["clock"] != "failure"]
+    for condition, group in targets.groupby("condition", sort=True):
+        fitted, W, used, _clusters, note = condition_resamples(tables, condition, n_boot, seed, resample)
+        K = float(np.nanmedian(fitted["K"].to_numpy(float))) if fitted["K"].notna().any() else math.nan
+        notes = [] if math.isfinite(K) and K > 0 else ["K unknown: taken as 1"]
+        K = K if math.isfinite(K) and K > 0 else 1.0
+        sizes = fitted["B"].to_numpy(float)
+        eta = fitted["lr.ref_lr"].iloc[0] if "lr.ref_lr" in fitted and len(fitted) else math.nan
+        for r in group.itertuples():
+            fit = fits.get((condition, r.clock))
+            row = {
+                "condition": condition,
+                "eta_ref": eta,
+                "clock": r.clock,
+                "K": K,
+                "n_runs": len(fitted),
+                "resampling": used + (f" ({note})" if note else ""),
+                "n_boot": 0 if W is None else int(W.shape[0]),
+                "inflation": getattr(fit, "inflation", math.nan),
+                "fitted": r.exponent,
+                "fitted_low": r.ci_low,
+                "fitted_high": r.ci_high,
+            }
+            have = []
+            for name, _label, num_col, den_col in SOURCES:
+                num = fitted[num_col].to_numpy(float) if num_col in fitted else np.full(len(fitted), np.nan)
+                den = fitted[den_col].to_numpy(float) if den_col in fitted else np.full(len(fitted), np.nan)
+                c = compare_to_fit(fit, sizes, K, num, den, W)
+                row.update(
+                    {
+                        f"{name}_runs": c["runs"],
+                        name: c["scale"],
+                        f"{name}_low": c["scale_low"],
+                        f"{name}_high": c["scale_high"],
+                        f"predicted_{name}": c["predicted"],
+                        f"predicted_{name}_low": c["predicted_low"],
+                        f"predicted_{name}_high": c["predicted_high"],
+                        f"diff_{name}": c["diff"],
+                        f"diff_{name}_low": c["diff_low"],
+                        f"diff_{name}_high": c["diff_high"],
+                        f"agrees_{name}": c["agrees"],
+                    }
+                )
+                if math.isfinite(c["predicted"]):
+                    have.append(name)
+                elif c["runs"]:
+                    notes.append(f"{name}: mean denominator not positive in the {c['runs']} run(s) measured")
+            row["measured"] = "+".join(have) or "none"
+            if fit is not None and getattr(fit, "degenerate", ""):
+                notes.append("fit bootstrap degenerate: difference interval widened")
+            row["note"] = "; ".join(notes)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=THEORY_COLUMNS)
+
+
+def _num_text(value, digits: int = 3) -> str:
+    v = _num(value)
+    return "–" if math.isnan(v) else f"{v:.{digits}g}"
+
+
+def _interval_text(point, low, high) -> str:
+    return f"{_num_text(point)} [{_num_text(low)}, {_num_text(high)}]"
+
+
+def _verdict(row, name: str) -> str:
+    if math.isnan(_num(row[f"predicted_{name}"])):
+        return "not measured"
+    agrees = row[f"agrees_{name}"]
+    if math.isnan(_num(row["fitted"])):
+        return "no fitted α"
+    if agrees is None or (isinstance(agrees, float) and math.isnan(agrees)):
+        return "no paired interval"
+    return "agree" if bool(agrees) else "**disagree**"
+
+
+def theory_lines(table: pd.DataFrame) -> list[str]:
+    """The report's section "Predicted vs fitted α": one line per condition and target, then a sentence
+    per η_ref saying whether the predictions agree with the fit."""
+    from analysis.markdown import markdown_table
+    from analysis.symbols import value_text
+
+    lines = [
+        "",
+        "## Predicted vs fitted α",
+        "",
+        "The local theory (`docs/theory.md`): under the square-root rule, responses to a target grow as "
+        "(B/K + B_crit)^½, so the predicted α is the least-squares slope of ½·log(B/K + B_crit) on log B over "
+        "the condition's sizes (0 when noise dominates, 0.5 when curvature does); B_crit = mean tr(HΣ) / mean "
+        "GᵀHG from the `curv/` rows, and in its place B_noise = mean tr Σ / mean |G|² from the `noise/` rows "
+        "(the B_noise of `noise_scale.csv`). The predictions use the fit's bootstrap resamples (same runs or "
+        "seeds, replicate by replicate), so fitted − predicted is a paired difference; they **agree** when its "
+        "95 % interval covers 0. Not measured: the runs logged no `curv/` (or `noise/`) rows. `theory.csv`.",
+        "",
+    ]
+    if table is None or table.empty:
+        return lines + ["No target clock was fitted."]
+    rows = []
+    for _, r in table.iterrows():
+        cells = [r["condition"], r["clock"]]
+        for name, *_ in SOURCES:
+            measured = not math.isnan(_num(r[f"predicted_{name}"]))
+            cells.append(
+                _interval_text(r[name], r[f"{name}_low"], r[f"{name}_high"]) if measured else "not measured"
+            )
+            cells.append(
+                _interval_text(
+                    r[f"predicted_{name}"], r[f"predicted_{name}_low"], r[f"predicted_{name}_high"]
+                )
+                if measured
+                else "not measured"
+            )
+        cells.append(_interval_text(r["fitted"], r["fitted_low"], r["fitted_high"]))
+        for name, *_ in SOURCES:
+            verdict = _verdict(r, name)
+            if verdict == "not measured":
+                cells.append(verdict)
+            else:
+                diff = _interval_text(r[f"diff_{name}"], r[f"diff_{name}_low"], r[f"diff_{name}_high"])
+                cells.append(f"{diff} {verdict}")
+        rows.append(cells)
+    header = ["condition", "target", "B_crit", "α from B_crit", "B_noise", "α from B_noise", "fitted α"]
+    header += ["fitted − α(B_crit)", "fitted − α(B_noise)"]
+    lines.append(markdown_table(header, rows))
+    lines += ["", "By η_ref:", ""]
+    eta = table["eta_ref"].map(lambda v: value_text(v if _is_value(v) else None))
+    several = table.groupby(eta)["condition"].nunique()
+    order = sorted(eta.unique(), key=lambda v: (math.isnan(_num(v)), _num(v), v))
+    for value in order:
+        part = table[eta == value]
+        clauses = []
+        for name, label, *_ in SOURCES:
+            groups: dict[str, list[str]] = {}
+            for _, r in part.iterrows():
+                where = r["clock"].split(":", 1)[-1]
+                where = f"{where} ({r['condition']})" if several[value] > 1 else where
+                groups.setdefault(_verdict(r, name).strip("*"), []).append(where)
+            said = [
+                f"{VERDICT_WORDS.get(verdict, verdict)} at target{'s' if len(at) > 1 else ''} {', '.join(at)}"
+                for verdict, at in groups.items()
+            ]
+            clauses.append(f"the α predicted from {label} " + " and ".join(said))
+        lines.append(f"- η_ref = {value}: " + "; ".join(clauses) + ".")
+    return lines
+
+
+VERDICT_WORDS = {
+    "agree": "agrees with the fit",
+    "disagree": "**disagrees** with the fit",
+    "not measured": "is not measured",
+    "no fitted α": "has no fitted α to compare with (exponent not identified)",
+    "no paired interval": "has no paired interval (no bootstrap of the fit)",
+}
+
+
+def _is_value(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
