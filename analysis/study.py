@@ -391,7 +391,7 @@ class Launch:
 @dataclass
 class RoundPlan:
     launches: list[Launch]
-    responses: float  # planned responses (each run at its full budget)
+    responses: float  # planned responses (each run at the median of its ended runs, else its budget)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -472,7 +472,16 @@ def plan_round(
     def b_of(p: int) -> float:
         return float(p * g_of.get(p, default_g))
 
-    cost = {p: run_responses(b_of(p), run_budget) for p in study.sizes}
+    full = {p: run_responses(b_of(p), run_budget) for p in study.sizes}
+    # a run's expected cost: the median responses of the ended runs of its condition and size (runs
+    # that stop at their targets or fail cost less than the budget), the full budget where none ended
+    ended = m.runs[m.runs["state"].isin(["completed", "failed"])] if "state" in m.runs else m.runs.iloc[0:0]
+    spent_at = ended.groupby(["cond", "P"])["responses"].median().to_dict() if len(ended) else {}
+
+    def cost_of(cond: int, p: int) -> float:
+        seen = spent_at.get((cond, p))
+        return min(full[p], float(seen)) if seen is not None and seen > 0 else full[p]
+
     # per condition: runs wanted per P (max over its open targets) and the truths to score them with
     wanted: dict[tuple[int, int], int] = {}
     scoring: dict[int, list[tuple]] = {}
@@ -546,17 +555,17 @@ def plan_round(
     def gain(key: tuple[int, int]) -> float:
         cond, p = key
         if cond not in scoring:
-            return 1.0 / cost[p]  # no exponent yet, or the failure clock: the cheapest sizes first
+            return 1.0 / cost_of(cond, p)  # no exponent yet, or the failure clock: the cheapest sizes first
         truth, _ = max(scoring[cond], key=lambda x: x[1])  # the condition's widest interval
         sizes = [b_of(q) for q in study.sizes]
         now = [counts.get((cond, q), 0) + added.get((cond, q), 0) for q in study.sizes]
         after = list(now)
         after[study.sizes.index(p)] += 1
         before_w = design_width(sizes, now, truth)
-        return (before_w - design_width(sizes, after, truth)) / cost[p] + 1e-12
+        return (before_w - design_width(sizes, after, truth)) / cost_of(cond, p) + 1e-12
 
     while deficit and sum(added.values()) < cap:
-        affordable = [k for k in deficit if spent + cost[k[1]] <= remaining]
+        affordable = [k for k in deficit if spent + cost_of(*k) <= remaining]
         if not affordable:
             notes.append("budget: the rest of the planned runs do not fit in the responses left")
             break
@@ -566,7 +575,7 @@ def plan_round(
             ratio[c] = max(ratio.get(c, 0.0), w)
         key = max(affordable, key=lambda k: (ratio.get(k[0], math.inf), gain(k)))
         added[key] = added.get(key, 0) + 1
-        spent += cost[key[1]]
+        spent += cost_of(*key)
         deficit[key] -= 1
         if deficit[key] == 0:
             del deficit[key]

@@ -391,3 +391,22 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     assert condition_index(row("unclipped", 1e-4, False), study) == 1
     assert condition_index(row("clipped", 1e-4, True), study) is None
     assert condition_index(row("clipped", 1e-6, False), study) is None
+
+
+def test_runs_that_stop_early_are_costed_at_what_their_ended_runs_spent(pilot):
+    study, m, pilots = pilot
+    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    cheap = m.runs.copy()
+    cheap["state"] = "completed"
+    cheap["responses"] = 0.1 * BUDGET  # every run stopped at its targets a tenth of the way in
+    m2 = type(m)(m.widths, cheap, m.responses, m.group_size)
+    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    assert plan.n_runs == full.n_runs
+    assert plan.responses == pytest.approx(
+        sum(
+            min(run_responses(p * G, BUDGET), 0.1 * BUDGET) * len(x.seeds)
+            for x in plan.launches
+            for p in x.sizes
+        )
+    )
+    assert plan.responses < 0.2 * full.responses
