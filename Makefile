@@ -3,7 +3,7 @@
 #   make test                # the test-suite (SLURM tests run when a cluster is up: see slurm/)
 #   make test-oldest         # a subset on the oldest torch/transformers pyproject.toml claims (own venv)
 #   make run ARGS="-m sweeps=demo"   # any rlvr-train arguments
-#   make study               # the reference study (sweeps two_clock + two_clock_unclipped) and its analysis
+#   make study               # the reference study (rlvr-study studies/reference.yaml) and its analysis
 #   make figures             # the README's figures (docs/figures/) from the study's run directories
 #   make gpu-wheels          # the wheel folder scripts/gpu_check.sh installs on an offline GPU node
 VENV ?= .venv
@@ -69,18 +69,16 @@ lint: install
 	$(VENV)/bin/ruff check rlvr_scaling analysis tests benchmarks hydra_plugins
 	$(VENV)/bin/ruff format --check rlvr_scaling analysis tests benchmarks hydra_plugins
 
-# The reference study on the embedded default: the clipped grid at two eta_ref a decade apart and the
-# unclipped grid, into one folder, then the analysis. Re-running resumes (ended runs are skipped).
-STUDY ?= runs/study
-# crossings on the isotonic fit of each run's accuracy curve; when to stop and which targets a sweep
-# records are bookkeeping here, so the conditions are the loss and eta_ref
-STUDY_ANALYZE ?= --out results/study --isotonic --ignore-keys eval.targets train.stop_at_targets --quiet
-# At eta_ref = 3e-5 the larger rollouts cross the targets within their first rollouts (each crossing
-# known to one rollout only), so that arm runs 15 seeds instead of 5; its runs are short.
+# The reference study on the embedded default (studies/reference.yaml, docs/study.md): the clipped grid's
+# alpha(eta_ref) curve at four eta_ref over 1.5 decades and the unclipped grid's gamma, run by rlvr-study
+# in adaptive rounds within a 30-minute budget (re-running resumes), then the analysis into results/study.
+STUDY ?= runs/reference
+# crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
+# and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
+STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 \
+	--ignore-keys eval.targets train.stop_at_targets noise.curvature_every_rollouts --quiet
 study: install
-	$(VENV)/bin/rlvr-train -m sweeps=two_clock run.sweep=study $(ARGS)
-	$(VENV)/bin/rlvr-train -m sweeps=two_clock run.sweep=study lr.ref_lr=3e-5 seed=5,6,7,8,9,10,11,12,13,14 $(ARGS)
-	$(VENV)/bin/rlvr-train -m sweeps=two_clock_unclipped run.sweep=study $(ARGS)
+	$(VENV)/bin/rlvr-study studies/reference.yaml $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	@echo "report: results/study/report.md"
 
@@ -88,7 +86,7 @@ study: install
 figures: install
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	mkdir -p docs/figures
-	cp results/study/alpha_gamma_vs_eta_ref.png docs/figures/
+	$(PY) scripts/alpha_eta_figure.py results/study docs/figures/alpha_vs_eta_ref.png
 	cp results/study/rt_vs_B_all_0.25.png docs/figures/
 
 bench: install
