@@ -298,6 +298,12 @@ def measure(study: Study) -> Measurement:
             "responses": pd.to_numeric(t["final_responses"], errors="coerce").fillna(0.0),
         }
     )
+    # each run's wall time: the wall clock at its last evaluation (training and evaluation included)
+    if "wall_seconds" in tables.evals and len(tables.evals):
+        wall = pd.to_numeric(tables.evals["wall_seconds"], errors="coerce").groupby(tables.evals["run"]).max()
+        runs["wall_seconds"] = t["run"].map(wall).astype(float).to_numpy()
+    else:
+        runs["wall_seconds"] = math.nan
     for target in tables.targets:  # crossings known only to a coarse bracket (analysis.clocks)
         label = target_label(target)
         col = f"{label}:resolution_limited"
@@ -456,10 +462,14 @@ def plan_round(
     pilots: list,
     run_budget: float,
     remaining: float,
+    remaining_seconds: float = math.inf,
+    parallel: float = 1.0,
 ) -> RoundPlan:
     """The next round (module docstring). ``pilots``: :class:`analysis.plan.PilotCondition` list of
     the folder (with the analysis' condition labels), ``run_budget``: ``train.max_responses``,
-    ``remaining``: responses left in the study's budget."""
+    ``remaining``: responses left in the study's budget, ``remaining_seconds``: wall seconds left
+    (``budget.hours``), ``parallel``: runs that run at once (the round's wall time is the sum of its
+    runs' expected wall times over ``parallel``)."""
     notes: list[str] = []
     open_rows = m.widths[m.widths["width"] > m.widths["goal"]]
     used: dict[tuple[int, int], set[int]] = {}
@@ -481,6 +491,19 @@ def plan_round(
     def cost_of(cond: int, p: int) -> float:
         seen = spent_at.get((cond, p))
         return min(full[p], float(seen)) if seen is not None and seen > 0 else full[p]
+
+    # a run's expected wall time: the median of the ended runs of its condition and size; elsewhere its
+    # responses at the seconds per response of every ended run (evaluations and start-up included)
+    walls = ended["wall_seconds"] if "wall_seconds" in ended else pd.Series(dtype=float)
+    wall_at = walls.groupby([ended["cond"], ended["P"]]).median().to_dict() if walls.notna().any() else {}
+    ok = walls.notna() & (ended["responses"] > 0) if len(ended) else pd.Series(dtype=bool)
+    per_response = float(walls[ok].sum() / ended["responses"][ok].sum()) if ok.any() else 0.0
+
+    def seconds_of(cond: int, p: int) -> float:
+        seen = wall_at.get((cond, p))
+        return float(seen) if seen is not None and math.isfinite(seen) else cost_of(cond, p) * per_response
+
+    spent_seconds = 0.0
 
     # per condition: runs wanted per P (max over its open targets) and the truths to score them with
     wanted: dict[tuple[int, int], int] = {}
@@ -565,9 +588,14 @@ def plan_round(
         return (before_w - design_width(sizes, after, truth)) / cost_of(cond, p) + 1e-12
 
     while deficit and sum(added.values()) < cap:
-        affordable = [k for k in deficit if spent + cost_of(*k) <= remaining]
+        affordable = [
+            k
+            for k in deficit
+            if spent + cost_of(*k) <= remaining
+            and spent_seconds + seconds_of(*k) / parallel <= remaining_seconds
+        ]
         if not affordable:
-            notes.append("budget: the rest of the planned runs do not fit in the responses left")
+            notes.append("budget: the rest of the planned runs do not fit in the responses or hours left")
             break
         # the widest condition's runs first, then the most narrowing per response
         ratio = {c: max(w for _, w in v) for c, v in scoring.items()}
@@ -576,6 +604,7 @@ def plan_round(
         key = max(affordable, key=lambda k: (ratio.get(k[0], math.inf), gain(k)))
         added[key] = added.get(key, 0) + 1
         spent += cost_of(*key)
+        spent_seconds += seconds_of(*key) / parallel
         deficit[key] -= 1
         if deficit[key] == 0:
             del deficit[key]

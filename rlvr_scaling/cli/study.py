@@ -130,6 +130,14 @@ def _hours(state: dict) -> float:
     return sum(r.get("seconds", 0.0) for r in state["rounds"]) / 3600
 
 
+def parallel_runs(state: dict, m) -> float:
+    """Runs the launcher ran at once, measured: the summed wall time of the folder's runs over the
+    seconds of the rounds that ran them (at least 1)."""
+    seconds = sum(r.get("seconds", 0.0) for r in state["rounds"])
+    walls = m.runs["wall_seconds"].sum() if "wall_seconds" in m.runs else 0.0
+    return max(1.0, float(walls) / seconds) if seconds > 0 and walls > 0 else 1.0
+
+
 def remaining_responses(study, state: dict, spent: float) -> float:
     """Responses the next round may plan: what ``budget.responses`` leaves and, with ``budget.hours``,
     the hours left at the study's own measured rate (responses spent per hour of its rounds so far), so
@@ -244,7 +252,15 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
             pilots = pilot_conditions(
                 str(study.folder), targets=study.targets, n_boot=study.bootstrap, crossing=study.crossing
             )
-            plan = plan_round(study, m, pilots, run_budget, remaining_responses(study, state, m.responses))
+            plan = plan_round(
+                study,
+                m,
+                pilots,
+                run_budget,
+                remaining_responses(study, state, m.responses),
+                remaining_seconds=(study.budget_hours - _hours(state)) * 3600,
+                parallel=parallel_runs(state, m),
+            )
             for note in plan.notes:
                 print(f"  {note}")
             if not plan.launches:

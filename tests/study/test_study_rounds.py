@@ -410,3 +410,17 @@ def test_runs_that_stop_early_are_costed_at_what_their_ended_runs_spent(pilot):
         )
     )
     assert plan.responses < 0.2 * full.responses
+
+
+def test_a_round_fits_in_the_hours_left_at_the_runs_measured_wall_times(pilot):
+    study, m, pilots = pilot
+    timed = m.runs.copy()
+    timed["state"] = "completed"
+    timed["wall_seconds"] = 10.0 * timed["P"]  # a run at P takes 10 P seconds
+    m2 = type(m)(m.widths, timed, m.responses, m.group_size)
+    free = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    seconds = sum(10.0 * p * len(x.seeds) for x in free.launches for p in x.sizes)
+    capped = plan_round(study, m2, pilots, BUDGET, remaining=1e9, remaining_seconds=seconds / 4, parallel=2.0)
+    used = sum(10.0 * p * len(x.seeds) for x in capped.launches for p in x.sizes) / 2.0
+    assert 0 < used <= seconds / 4 and capped.n_runs < free.n_runs
+    assert any("hours" in n for n in capped.notes)
