@@ -359,7 +359,8 @@ def pilot_conditions(
 ):
     """Fit the pilot runs at ``source`` and return one :class:`PilotCondition` per condition and target.
 
-    sigma is pooled over the conditions of a target, ``sqrt(sum_i n_i s_i^2 / sum_i (n_i - 2))`` with
+    sigma is pooled over the conditions of a target whose runs mostly reached it (at most half of them
+    censored; all conditions when none qualifies), ``sqrt(sum_i n_i s_i^2 / sum_i (n_i - 2))`` with
     ``s_i`` the maximum-likelihood scatter of condition ``i`` fitted on ``n_i`` runs (the divisor undoes
     the MLE's ``(n - 2) / n`` shrinkage, which a pilot's few runs make large): a pilot has few runs per
     condition, and the scatter is a property of the setup more than of one learning rate. Raises
@@ -387,9 +388,16 @@ def pilot_conditions(
             )
         if rows.empty:
             continue
-        n = rows["n_runs"].to_numpy(float)
+        # pooled over the conditions whose runs mostly reached the target: where most runs were censored
+        # (failed first, or ran out of budget) the fitted scatter rests on a few crossings and the
+        # competing risk, and would inflate every other condition's plan
+        regular = rows[rows["n_censored"] <= 0.5 * rows["n_runs"]] if "n_censored" in rows else rows
+        regular = regular if len(regular) else rows
+        n = regular["n_runs"].to_numpy(float)
         dof = np.maximum(n - 2, 0).sum()
-        pooled = float(np.sqrt((n * rows["sigma"].to_numpy(float) ** 2).sum() / dof)) if dof > 0 else math.nan
+        pooled = (
+            float(np.sqrt((n * regular["sigma"].to_numpy(float) ** 2).sum() / dof)) if dof > 0 else math.nan
+        )
         for r in rows.itertuples():
             runs = tables.runs[(tables.runs["condition"] == r.condition) & tables.runs["in_fit"]]
             budget = float(np.nanmedian(runs["budget"])) if runs["budget"].notna().any() else math.inf

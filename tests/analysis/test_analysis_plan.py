@@ -221,3 +221,31 @@ def test_planning_for_the_best_b(tmp_path, capsys):
     plan = pd.read_csv(tmp_path / "plan.csv")
     assert plan["requested_width"].iloc[0] == pytest.approx(need, rel=1e-3)
     assert plan["planned_width"].iloc[0] <= need
+
+
+def test_a_condition_whose_runs_mostly_never_cross_does_not_inflate_the_pooled_sigma(tmp_path):
+    # condition a: sigma 0.2, every run crosses; condition b: sigma 1.5 and a budget that censors most of
+    # its runs. The pooled sigma is a's own (pooled without b), not a mixture with b's
+    from analysis.plan import pilot_conditions
+
+    common = dict(sizes=(32, 64, 128, 256), seeds=4, gamma=None, targets=(0.3,), b_noise=None)
+    write_sweep(
+        tmp_path,
+        [
+            SyntheticSpec(
+                alpha=0.3, sigma=0.2, budget=200000, overrides=(("lr.ref_lr", 1e-6),), seed=1, **common
+            ),
+            SyntheticSpec(
+                alpha=0.3,
+                sigma=1.5,
+                prefactor=4000,
+                budget=3000,
+                overrides=(("lr.ref_lr", 1e-5),),
+                seed=2,
+                **common,
+            ),
+        ],
+    )
+    pilots = {p.condition: p for p in pilot_conditions(str(tmp_path), n_boot=50)}
+    alone = [p.truth.sigma for c, p in pilots.items() if "1e-06" in c]
+    assert len(alone) == 1 and alone[0] < 0.35, alone
