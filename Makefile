@@ -75,8 +75,7 @@ lint: install
 STUDY ?= runs/reference
 # crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
 # and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
-STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 \
-	--ignore-keys eval.targets train.stop_at_targets noise.curvature_every_rollouts --quiet
+STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets train.stop_at_targets noise.curvature_every_rollouts --quiet
 study: install
 	$(VENV)/bin/rlvr-study studies/reference.yaml $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
