@@ -4,7 +4,7 @@
 
     from analysis import api
 
-    runs = api.load_runs("runs/study")                 # folders or "wandb:ENTITY/PROJECT"
+    runs = api.load_runs("runs/reference")                 # folders or "wandb:ENTITY/PROJECT"
     runs.frame                                         # DataFrame: one row per run (config flattened)
     tables = api.clocks_table(runs, crossing="isotonic")   # R_T per target and R_F per run, censoring
     fits = api.fit_conditions(tables, n_boot=1000)     # fits.exponents: the exponents.csv table
