@@ -21,6 +21,7 @@ from hydra.errors import HydraException
 from analysis.study import Launch, parse_study
 from hydra_plugins.rlvr_list_sweeper import expand_jobs, read_jobs
 from rlvr_scaling.cli.compose import CONF_DIR, VERSION_BASE, register_resolvers
+from rlvr_scaling.cli.grid import list_jobs
 from rlvr_scaling.cli.study import base_overrides, jobs_file, launch_command, round_jobs, write_jobs
 from rlvr_scaling.config import register_configs
 
@@ -120,6 +121,8 @@ def test_a_round_is_one_launch_into_the_cartesian_multiruns_directories(tmp_path
         in names
     )
     assert not any(part in n for n in names for part in ("sweeper", "hydra", "sweeps="))
+    # rlvr-grid lists the same runs for the same command
+    assert {job.run_dir for job in list_jobs(argv[1:])} == {d for d, _ in listed}
 
 
 def test_a_wrong_job_fails_before_anything_launches(tmp_path, monkeypatch, capsys):
