@@ -54,7 +54,9 @@ def main(argv: list[str]) -> int:
         med = {k: [_num(r[k]) for r in rows if k in r and math.isfinite(_num(r[k]))] for k in MEDIANS}
         zero = sum(1 for r in rows if "noise/grad_norm_sq" in r and _num(r["noise/grad_norm_sq"]) == 0.0)
         total = sum(1 for r in rows if "noise/grad_norm_sq" in r)
-        runs[condition_of(metrics.parent.name)].append({"sums": sums, "med": med, "zero": zero, "total": total})
+        runs[condition_of(metrics.parent.name)].append(
+            {"sums": sums, "med": med, "zero": zero, "total": total}
+        )
     rng = np.random.default_rng(0)
     print(f"| condition | runs | {' | '.join(PAIRS)} | {' | '.join(MEDIANS)} | |G|² = 0 exactly |")
     print("|---" * (3 + len(PAIRS) + len(MEDIANS)) + "|")

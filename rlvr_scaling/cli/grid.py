@@ -46,7 +46,8 @@ def sweep_jobs(overrides: list[str], base: DictConfig | None = None) -> list[lis
     Mirrors Hydra's basic sweeper: the sweep file's params first, then the command line, one axis per
     key (a later value for the same key replaces the earlier one, so ``seed=0`` narrows a sweep file's
     ``seed: 0,1``); the jobs are the product of the axes. ``base``: the config composed from the
-    non-sweep overrides, when the caller has it already.
+    non-sweep overrides, when the caller has it already. With ``hydra/sweeper=rlvr_list`` the jobs are
+    that sweeper's (``hydra_plugins/rlvr_list_sweeper``: its job list, each job after the command line).
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -54,6 +55,10 @@ def sweep_jobs(overrides: list[str], base: DictConfig | None = None) -> list[lis
     plain = [o.input_line for o in parser.parse_overrides(overrides) if not o.is_sweep_override()]
     if base is None:
         base = compose(plain, hydra=True)
+    if base.hydra.sweeper.get("_target_") == "hydra_plugins.rlvr_list_sweeper.ListSweeper":
+        from hydra_plugins.rlvr_list_sweeper import expand_jobs, read_jobs
+
+        return expand_jobs(read_jobs(base.hydra.sweeper.jobs), overrides, base.hydra.sweeper.get("params"))
     params = [f"{key}={value}" for key, value in (base.hydra.sweeper.get("params") or {}).items()]
     axes: dict[str, list[str]] = {}
     for o in parser.parse_overrides(params + list(overrides)):

@@ -2,16 +2,20 @@
 
 Round 0 (the pilot) runs ``pilot_seeds`` seeds at every size of every condition. After each round the
 folder is fitted and planned (``analysis/study.py``: the widths of the requested 95 % intervals of α,
-the planner's runs to add), and the next round launches them: each round is one ``rlvr-train -m``
-multirun per condition and seed list (one job array on SLURM; usually one per condition, since the
-planner adds the same seeds at the sizes it extends), through the launcher the study file names
-(local joblib by default, ``slurm=<preset>`` for a cluster). The study stops when every width is at most
-the goal, the budget (responses, hours) is spent, or ``max_rounds`` rounds have run, and writes the
-report with ``rlvr-analyze`` into ``<folder>/analysis``.
+the planner's runs to add), and the next round launches them. A round is one ``rlvr-train -m`` command,
+whatever its conditions, seeds and sizes: its runs are listed in ``<folder>/study_round_<k>.yaml`` (one
+override list per run) and launched by the ``rlvr_list`` sweeper (``hydra_plugins/rlvr_list_sweeper``)
+in one launcher call, through the launcher the study file names: one joblib batch locally (the
+default), one job array with ``slurm=<preset>``. Each run gets the directory a cartesian
+``rlvr-train -m`` of the same overrides would give it. The study stops when every width is at most the
+goal, the budget (responses, hours) is spent, or ``max_rounds`` rounds have run, and writes the report
+with ``rlvr-analyze`` into ``<folder>/analysis``.
 
-State: ``<folder>/study_state.json`` records each round's commands before they launch and when they
-ended. Re-running the command resumes: an unfinished round is launched again with the same commands
-(the trainer skips ended runs and resumes the others from their checkpoints), ended rounds are not.
+State: ``<folder>/study_state.json`` records each round's command and job list before it launches, and
+when it ended. Re-running the command resumes: an unfinished round is launched again with the same
+command and jobs (the trainer skips ended runs and resumes the others from their checkpoints), ended
+rounds are not. A state file from before rounds were one command (one ``rlvr-train -m`` per condition
+and seed layer) resumes with its own commands.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 STATE = "study_state.json"
 
@@ -50,23 +56,48 @@ def save_state(study, state: dict) -> None:
     tmp.replace(path)
 
 
-def base_overrides(study, condition: int) -> list[str]:
+def base_overrides(study, condition: int | None = None) -> list[str]:
+    """The overrides every run of the study shares (sweep file, ``overrides``), then a condition's."""
     return [
         *([f"sweeps={study.sweep}"] if study.sweep else []),
         *study.overrides,
-        *study.condition_overrides(condition),
+        *(study.condition_overrides(condition) if condition is not None else []),
     ]
 
 
-def launch_command(study, launch) -> list[str]:
-    """The ``rlvr-train -m`` command of one multirun of a round."""
+def round_jobs(study, launches) -> list[list[str]]:
+    """A round's jobs, one override list per run: its condition's overrides, seed and size."""
+    return [
+        [*study.condition_overrides(x.condition), f"seed={s}", f"rollout.prompts_per_rollout={p}"]
+        for x in launches
+        for s in x.seeds
+        for p in x.sizes
+    ]
+
+
+def jobs_file(study, round_index: int) -> Path:
+    """Where a round's job list lives: the study folder, next to ``study_state.json``."""
+    return Path(study.folder).resolve() / f"study_round_{round_index}.yaml"
+
+
+def write_jobs(path: Path, jobs: list[list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(jobs, default_flow_style=None, width=10**6, sort_keys=False))
+    tmp.replace(path)
+
+
+def launch_command(study, jobs_path: Path) -> list[str]:
+    """The one ``rlvr-train -m`` command of a round: the shared overrides and the launcher on the
+    command line, the runs in the job list that ``hydra/sweeper=rlvr_list`` reads
+    (``hydra_plugins/rlvr_list_sweeper``: one launcher call, one job array on SLURM)."""
     return [
         "-m",
-        *base_overrides(study, launch.condition),
+        *base_overrides(study),
         *study.launcher,
-        "seed=" + ",".join(str(s) for s in launch.seeds),
-        "rollout.prompts_per_rollout=" + ",".join(str(p) for p in launch.sizes),
         f"run.sweep={study.name}",
+        "hydra/sweeper=rlvr_list",
+        f"hydra.sweeper.jobs={jobs_path}",
         f"hydra.sweep.dir={Path(study.folder).resolve()}",
     ]
 
@@ -88,6 +119,7 @@ def check_config(study) -> tuple[float, int]:
             overrides = [
                 *base_overrides(study, i),
                 *study.launcher,
+                "hydra/sweeper=rlvr_list",
                 "seed=0",
                 f"rollout.prompts_per_rollout={p}",
             ]
@@ -119,6 +151,11 @@ def check_config(study) -> tuple[float, int]:
 
 
 def _run_round(entry: dict) -> None:
+    if "jobs" in entry:  # the job list again, as launched (the file may have been removed since)
+        path = Path(entry["jobs_file"])
+        if not path.is_file() or yaml.safe_load(path.read_text()) != entry["jobs"]:
+            write_jobs(path, entry["jobs"])
+    # a state file written before rounds were one command holds one command per multirun: run each
     for argv in entry["commands"]:
         print("  rlvr-train " + " ".join(argv), flush=True)
         proc = subprocess.run([sys.executable, "-m", "rlvr_scaling.cli.train", *argv], env=os.environ.copy())
@@ -168,11 +205,16 @@ def _analyze(study) -> int:
 
 
 def _launch(study, state: dict, plan, kind: str, dry_run: bool) -> None:
+    index = len(state["rounds"])
+    path = jobs_file(study, index)
+    jobs = round_jobs(study, plan.launches)
     entry = {
-        "round": len(state["rounds"]),
+        "round": index,
         "kind": kind,
         "launches": [{"condition": x.condition, "seeds": x.seeds, "sizes": x.sizes} for x in plan.launches],
-        "commands": [launch_command(study, x) for x in plan.launches],
+        "jobs_file": str(path),
+        "jobs": jobs,
+        "commands": [launch_command(study, path)],
         "runs": plan.n_runs,
         "planned_responses": plan.responses,
         "started": time.time(),
@@ -186,7 +228,11 @@ def _launch(study, state: dict, plan, kind: str, dry_run: bool) -> None:
     if dry_run:
         for argv in entry["commands"]:
             print("  rlvr-train " + " ".join(argv))
+        print(f"  {path.name} (not written in a dry run):")
+        for job in jobs:
+            print("    " + " ".join(job))
         return
+    write_jobs(path, jobs)
     state["rounds"].append(entry)
     save_state(study, state)
     _finish_round(study, state, entry)

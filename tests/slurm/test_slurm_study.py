@@ -1,4 +1,5 @@
-"""``rlvr-study`` on the local SLURM cluster: a round is one job array (``slurm=local_cluster``).
+"""``rlvr-study`` on the local SLURM cluster: a round is one job array (``slurm=local_cluster``), whatever
+its conditions and seeds.
 
 Needs ``slurm/local_cluster.sh start`` and ``eval "$(slurm/local_cluster.sh env)"``; skipped otherwise.
 """
@@ -31,27 +32,41 @@ def warm_cache(tmp_path_factory):
 
 @pytest.mark.timeout(600)
 def test_a_study_round_is_one_job_array(slurm_cluster, warm_cache, tmp_path):
-    """max_rounds 1: the pilot's 4 runs (2 seeds x 2 sizes) go out as one array of 4 tasks through the
-    local_cluster preset, all complete, and the study ends with the report over those 4 runs."""
+    """max_rounds 1, two conditions: the pilot's 8 runs (2 conditions x 2 seeds x 2 sizes; two
+    cartesian multiruns, so two arrays, before rounds were one command) go out as one array of 8 tasks
+    through the local_cluster preset, all complete, and the study ends with the report over them."""
     study_file = write_study(
-        tmp_path / "study.yaml", warm_cache, max_rounds=1, launcher=["slurm=local_cluster"]
+        tmp_path / "study.yaml",
+        warm_cache,
+        max_rounds=1,
+        launcher=["slurm=local_cluster"],
+        conditions=[{"optim.grad_clip": 1.0}, {"optim.grad_clip": 0.5}],
+        budget={"responses": 100 * RUN_BUDGET},
     )
     proc = subprocess.run(
         [*STUDY, str(study_file)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=560
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "slurm=local_cluster seed=0,1 rollout.prompts_per_rollout=2,4" in proc.stdout
+    assert proc.stdout.count("  rlvr-train -m ") == 1, "one command for the round"
+    assert "slurm=local_cluster run.sweep=tiny hydra/sweeper=rlvr_list" in proc.stdout
     assert "finished: max_rounds (1) reached" in proc.stdout
     folder = tmp_path / "runs" / "tiny"
     run_dirs = sorted(p.parent for p in folder.glob("*/status.json"))
-    assert len(run_dirs) == 4
+    assert len(run_dirs) == 8
     holders = []
     for run_dir in run_dirs:
         assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
         holders.append(json.loads((run_dir / "run.lock").read_text()))
     array_ids = {h["slurm_array_job_id"] for h in holders}
     assert len(array_ids) == 1 and None not in array_ids, "one round = one job array"
-    assert sorted(int(h["slurm_array_task_id"]) for h in holders) == [0, 1, 2, 3]
+    assert sorted(int(h["slurm_array_task_id"]) for h in holders) == list(range(8))
+    # one sbatch call: submitit keeps the script of each submission as <job id>/<job id>_submission.sh
+    (array_id,) = array_ids
+    scripts = sorted((folder / ".submitit").glob("*/*_submission.sh"))
+    assert [p.name for p in scripts] == [f"{array_id}_submission.sh"], scripts
+    assert "#SBATCH --array=0-7%4" in scripts[0].read_text().splitlines()
     state = json.loads((folder / "study_state.json").read_text())
-    assert len(state["rounds"]) == 1 and state["rounds"][0]["responses_spent"] == 4 * RUN_BUDGET
-    assert len(pd.read_csv(folder / "analysis" / "runs.csv")) == 4
+    assert len(state["rounds"]) == 1 and state["rounds"][0]["responses_spent"] == 8 * RUN_BUDGET
+    assert len(state["rounds"][0]["jobs"]) == 8 and len(state["rounds"][0]["commands"]) == 1
+    runs = pd.read_csv(folder / "analysis" / "runs.csv")
+    assert len(runs) == 8

@@ -77,9 +77,12 @@ def _status(folder: Path) -> dict[Path, tuple[str, int, float]]:
 @pytest.mark.timeout(900)
 def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cache_dir):
     """Call 1 stops after the pilot (``--stop-after 1``, as an interruption between rounds would);
-    call 2 measures the pilot again, launches round 1 (seed 2 at both sizes, one multirun), finds
+    call 2 measures the pilot again, launches round 1 (seed 2 at both sizes, one command), finds
     the budget spent and writes the report. The pilot's runs are not run again, the state keeps
-    round 0 as it was, and rlvr-analyze on the folder reads the same runs."""
+    round 0 as it was, and rlvr-analyze on the folder reads the same runs. An unfinished round is
+    launched again into the same run directories, from its job list (removed: written again from the
+    state) and from a state file of before rounds were one command (one cartesian multirun per
+    condition and seed layer: the names those give are the names the job list gave)."""
     study_file = write_study(tmp_path / "study.yaml", cache_dir)
     folder = tmp_path / "runs" / "tiny"
     out1 = _study([str(study_file), "--stop-after", "1"], tmp_path)
@@ -90,6 +93,13 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert state1["rounds"][0]["responses_spent"] == 4 * RUN_BUDGET and state1["finished"] is None
     pilot = _status(folder)
     assert len(pilot) == 4 and {s for s, _, _ in pilot.values()} == {"completed"}
+    (command,) = state1["rounds"][0]["commands"]
+    assert (
+        "hydra/sweeper=rlvr_list" in command
+        and f"hydra.sweeper.jobs={folder.resolve()}/study_round_0.yaml" in command
+    )
+    jobs0 = [[f"seed={s}", f"rollout.prompts_per_rollout={p}"] for s in (0, 1) for p in SIZES]
+    assert yaml.safe_load((folder / "study_round_0.yaml").read_text()) == jobs0 == state1["rounds"][0]["jobs"]
 
     out2 = _study([str(study_file)], tmp_path)
     assert "round 0 (pilot)" not in out2 and "resuming" not in out2
@@ -100,6 +110,9 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     state2 = json.loads((folder / "study_state.json").read_text())
     assert state2["rounds"][0] == state1["rounds"][0]
     assert [r["runs"] for r in state2["rounds"]] == [4, 2] and state2["finished"] == "budget.responses spent"
+    assert len(state2["rounds"][1]["commands"]) == 1
+    jobs1 = [["seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES]
+    assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
     after = _status(folder)
     assert len(after) == 6 and {s for s, _, _ in after.values()} == {"completed"}
     for run_dir, (_, mtime, _) in pilot.items():
@@ -116,10 +129,31 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     state2["rounds"][-1]["ended"] = None
     state2["finished"] = None
     (folder / "study_state.json").write_text(json.dumps(state2))
+    (folder / "study_round_1.yaml").unlink()
     out3 = _study([str(study_file)], tmp_path)
     assert "round 1: resuming" in out3 and "(adaptive): launching" not in out3
     assert _status(folder) == after  # every run had ended: none ran again
     assert "finished: budget.responses spent" in out3
+    assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
+
+    # the state file of before: round 1 as one cartesian multirun, no job list
+    old = dict(state2["rounds"][-1])
+    del old["jobs"], old["jobs_file"]
+    old["commands"] = [
+        [
+            "-m",
+            *_overrides(cache_dir),
+            "seed=2",
+            "rollout.prompts_per_rollout=" + ",".join(map(str, SIZES)),
+            "run.sweep=tiny",
+            f"hydra.sweep.dir={folder.resolve()}",
+        ]
+    ]
+    (folder / "study_state.json").write_text(json.dumps({**state2, "rounds": [state2["rounds"][0], old]}))
+    out4 = _study([str(study_file)], tmp_path)
+    assert "round 1: resuming" in out4 and "seed=2 rollout.prompts_per_rollout=2,4" in out4
+    assert _status(folder) == after, "the cartesian multirun found other run directories"
+    assert "finished: budget.responses spent" in out4
 
 
 def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir):
@@ -153,11 +187,15 @@ exit 1
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir):
-    """With ``launcher: [slurm=local_cluster]`` the pilot round reaches sbatch once, as one array of
-    its 4 runs (a stand-in sbatch records the script and refuses it: no cluster needed). The refused
-    round stays in the state as unfinished, so the next call launches it again (the real cluster:
-    tests/slurm/test_slurm_study.py)."""
+def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, monkeypatch):
+    """With ``launcher: [slurm=local_cluster]`` and two conditions the pilot round reaches sbatch once,
+    as one array of its 8 runs (a stand-in sbatch records the script and refuses it: no cluster
+    needed). The refused round stays in the state as unfinished, so the next call launches it again.
+    A round whose conditions get different seeds at different sizes (not a cartesian product) is one
+    array too (the real cluster: tests/slurm/test_slurm_study.py)."""
+    from analysis.study import Launch, RoundPlan, load_study
+    from rlvr_scaling.cli.study import _launch, load_state
+
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     (fake_bin / "sbatch").write_text(FAKE_SBATCH)
@@ -168,21 +206,53 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir):
     scripts.mkdir()
     env = {k: v for k, v in _env().items() if not k.startswith(("SLURM_", "RLVR_SLURM_", "SUBMITIT_"))}
     env.update(PATH=f"{fake_bin}{os.pathsep}{env['PATH']}", FAKE_SBATCH_OUT=str(scripts))
-    study_file = write_study(tmp_path / "study.yaml", cache_dir, launcher=["slurm=local_cluster"])
+    study_file = write_study(
+        tmp_path / "study.yaml",
+        cache_dir,
+        launcher=["slurm=local_cluster"],
+        conditions=[{"optim.grad_clip": 1.0}, {"optim.grad_clip": 0.5}],
+        budget={"responses": 100 * RUN_BUDGET},
+    )
     proc = subprocess.run(
         [*STUDY, str(study_file)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=500
     )
     assert proc.returncode == 2 and "round 0: rlvr-train exited" in proc.stderr, (
         proc.stdout[-3000:] + proc.stderr[-3000:]
     )
+    assert proc.stdout.count("  rlvr-train -m ") == 1
     sent = sorted(scripts.iterdir())
     assert len(sent) == 1, "one sbatch call per round"
-    flags = dict(
+    flags = _sbatch_flags(sent[0])
+    assert flags["array"] == "0-7%4" and flags["partition"] == "debug", flags
+    folder = tmp_path / "runs" / "tiny"
+    state = json.loads((folder / "study_state.json").read_text())
+    assert len(state["rounds"]) == 1 and state["rounds"][0]["ended"] is None
+    assert len(state["rounds"][0]["commands"]) == 1 and len(state["rounds"][0]["jobs"]) == 8
+    assert state["rounds"][0]["jobs"][0] == ["optim.grad_clip=1.0", "seed=0", "rollout.prompts_per_rollout=2"]
+
+    # an adaptive round that is no cartesian product: 3 multiruns before, one array now
+    study = load_study(study_file, base=tmp_path)
+    plan = RoundPlan([Launch(0, [2, 3], [2]), Launch(0, [3], [4]), Launch(1, [2], [2, 4])], 5 * RUN_BUDGET)
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "RLVR_SLURM_", "SUBMITIT_"))]:
+        monkeypatch.delenv(key)
+    for key in ("PATH", "FAKE_SBATCH_OUT", "PYTHONPATH", "HF_HUB_OFFLINE", "WANDB_SILENT"):
+        monkeypatch.setenv(key, env[key])
+    with pytest.raises(SystemExit, match="round 1: rlvr-train exited"):
+        _launch(study, load_state(study), plan, "adaptive", dry_run=False)
+    sent = sorted(scripts.iterdir())
+    assert len(sent) == 2, "one sbatch call for the round"
+    assert _sbatch_flags(sent[1])["array"] == "0-4%4"
+    jobs = yaml.safe_load((folder / "study_round_1.yaml").read_text())
+    assert sorted(" ".join(j) for j in jobs) == sorted(
+        [f"optim.grad_clip=1.0 seed={s} rollout.prompts_per_rollout=2" for s in (2, 3)]
+        + ["optim.grad_clip=1.0 seed=3 rollout.prompts_per_rollout=4"]
+        + [f"optim.grad_clip=0.5 seed=2 rollout.prompts_per_rollout={p}" for p in SIZES]
+    )
+
+
+def _sbatch_flags(script: Path) -> dict[str, str]:
+    return dict(
         line[len("#SBATCH --") :].partition("=")[::2]
-        for line in sent[0].read_text().splitlines()
+        for line in script.read_text().splitlines()
         if line.startswith("#SBATCH --")
     )
-    assert flags["array"] == "0-3%4" and flags["partition"] == "debug", flags
-    state = json.loads((tmp_path / "runs" / "tiny" / "study_state.json").read_text())
-    assert len(state["rounds"]) == 1 and state["rounds"][0]["ended"] is None
-    assert state["rounds"][0]["commands"][0][-4:-2] == ["seed=0,1", "rollout.prompts_per_rollout=2,4"]

@@ -214,7 +214,7 @@ def test_rlvr_analyze_on_the_folder_gives_the_studys_widths(pilot, tmp_path):
 )
 def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, capsys):
     """Every studies/*.yaml parses, and ``rlvr-study --dry-run`` composes its first and last job per
-    condition and prints the pilot's multiruns without running anything."""
+    condition and prints the pilot's one command and its jobs without running anything."""
     from rlvr_scaling.cli.study import main
 
     monkeypatch.chdir(tmp_path)
@@ -223,7 +223,8 @@ def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, c
     study = parse_study(__import__("yaml").safe_load(path.read_text()))
     n = len(study.conditions) * study.pilot_seeds * len(study.sizes)
     assert f"round 0 (pilot): launching {n} runs" in out
-    assert out.count("rlvr-train -m ") == len(study.conditions)
+    assert out.count("rlvr-train -m ") == 1 and "hydra/sweeper=rlvr_list" in out
+    assert out.count(" rollout.prompts_per_rollout=") == n  # the job list, one line per run
     assert not (tmp_path / "runs").exists()
 
 
