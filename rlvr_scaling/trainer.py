@@ -231,23 +231,22 @@ class Trainer:
         return estimates
 
     def _final_drift(self, gen, old_logp, plan) -> dict[str, float]:
-        """The drift after the rollout's last step, measured with the synced weights on a uniform
-        subsample of the rollout's loss rows: one no-grad forward over at most ``DRIFT_RESPONSES``
-        responses (``min(B/K, DRIFT_RESPONSES)``). The loss rows in the plan's (uniformly random) order
-        are this rank's blocks of each step's rows, whose pi_old log-probs this rank has; the first n_r of
-        them are a simple random sample of this rank's N_r loss rows, and the sums scaled by N_r / n_r
-        (summed over ranks) estimate the rollout's sums without bias (see ``PolicyOptimizer.final_drift``)."""
+        """The drift after the rollout's last step, measured with the synced weights on a simple random
+        sample of the rollout's loss rows: the first n = min(B/K, ``DRIFT_RESPONSES``) of them in the
+        plan's (uniformly random) order, one no-grad forward. Each rank measures the sampled rows whose
+        pi_old log-probs it holds (its blocks of the steps' rows), so the ranks together measure the
+        one-process sample; the sums scaled by N / n estimate the rollout's without bias (see
+        ``PolicyOptimizer.final_drift``)."""
         if not plan:
             return {}
-        k = self.derived.steps_per_rollout
-        mine = [a[self.dist.block(a.numel())] for _, a in plan[:k]]  # the first epoch: each row once
-        candidates = torch.cat(mine) if mine else torch.zeros(0, dtype=torch.long)
-        n = min(plan[0][0].numel(), DRIFT_RESPONSES)
-        take = min(candidates.numel(), max(1, -(-n // self.dist.world_size)))
-        rows = candidates[:take]
+        steps = [a for _, a in plan[: self.derived.steps_per_rollout]]  # the first epoch: each row once
+        order = torch.cat(steps)
+        n = min(plan[0][0].numel(), DRIFT_RESPONSES, order.numel())
+        sample = order[:n]
+        held = torch.cat([a[self.dist.block(a.numel())] for a in steps])
+        rows = sample[torch.isin(sample, held)] if self.dist.enabled else sample
         comp = gen.completion_mask[:, gen.prompt_width :]
-        population = torch.cat([a for _, a in plan[:k]])
-        counts = {"tokens": float(comp[population].sum()), "rows": float(comp[population].any(1).sum())}
+        counts = {"tokens": float(comp[order].sum()), "rows": float(comp[order].any(1).sum())}
         lc = comp.shape[1]
         logp = torch.zeros((rows.numel(), lc))
         if rows.numel():
@@ -266,7 +265,7 @@ class Trainer:
                 )
             self.full_model.train(was_training)
             logp[:, : lp.shape[1]] = lp.float().cpu()
-        scale = candidates.numel() / take if take else 0.0
+        scale = order.numel() / n if n else 0.0
         return self.optim.final_drift(logp, old_logp[rows], comp[rows], scale=scale, population=counts)
 
     def _sync_weights(self) -> None:
