@@ -14,9 +14,9 @@ so that load on a shared machine hits every variant alike:
 - ``curvature``: noise plus the curvature instruments on this rollout (what a measuring rollout costs).
 
 Reported: median cycle seconds, each variant's ratio to plain (median of per-repetition ratios), the
-amortised cost of curvature at a cadence c, (curvature - noise) / c, and the cadence that keeps all
-instruments within 10 % of a cycle. Then the gradient-noise scale over every measured rollout, as a
-ratio of means tr Sigma / |G|^2: from the K minibatch gradients at successive parameters
+amortised cost of curvature at a cadence c, (curvature - noise) / c, the cadence that keeps all
+instruments within 10 % of a cycle, and all instruments' share at the configured default cadences.
+Then the gradient-noise scale over every measured rollout, as a ratio of means tr Sigma / |G|^2: from the K minibatch gradients at successive parameters
 (``noise/multistep_*``, the estimator before the one-point fix) and at theta_old (``noise/*``).
 """
 
@@ -67,6 +67,7 @@ def main() -> None:
     ]
     if args.lr is not None:
         overrides.append(f"lr.ref_lr={args.lr}")
+    defaults = compose(overrides[:-1]).noise  # the cadences a default run uses
     cfg = compose(overrides)
     d = derive(cfg)
     comps = build_components(cfg, log=lambda *_: None)
@@ -127,9 +128,18 @@ def main() -> None:
     print(
         f"  in-cycle timers: noise at theta_old {noise_share:.3f} of a cycle, a curvature measurement {curv_share:.3f}"
     )
+    drift_share = drift / (med(plain) - drift)
     for c in (16, 32, 64):
-        total = noise_share + curv_share / c + drift / (med(plain) - drift)
+        total = noise_share + curv_share / c + drift_share
         print(f"    with the drift pass and curvature every {c:>2}: all instruments {total:.3f} of a cycle")
+    # at the configured default cadences (conf/noise/default.yaml): what a default run pays per cycle
+    nd, cd = defaults.at_theta_old_every_rollouts, defaults.curvature_every_rollouts
+    by_ratio = noise_cost / nd + (curv_cost / cd if cd else 0.0) + drift_share
+    by_timer = noise_share / nd + (curv_share / cd if cd else 0.0) + drift_share
+    print(
+        f"  at the defaults (noise every {nd}, curvature every {cd}, drift every rollout): all instruments "
+        f"{by_ratio:.3f} (whole-cycle ratios) / {by_timer:.3f} (in-cycle timers) of a cycle"
+    )
     measured = [r for name in ("noise", "curvature") for r in rows[name]]
 
     def scale(prefix: str) -> str:

@@ -162,6 +162,17 @@ def _dot(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return float(sum((x.double() * y.double()).sum() for x, y in zip(a, b)))
 
 
+def gram(a: list[list[torch.Tensor]], b: list[list[torch.Tensor]]) -> torch.Tensor:
+    """The matrix [a_h' b_k] (float64) of two lists of parameter-shaped vectors: one matrix product per
+    parameter tensor instead of one dot product per pair (16 for the four cells)."""
+    out = torch.zeros(len(a), len(b), dtype=torch.float64)
+    for xs, ys in zip(zip(*a), zip(*b)):
+        x = torch.stack([t.reshape(-1) for t in xs]).double()
+        y = torch.stack([t.reshape(-1) for t in ys]).double()
+        out += (x @ y.T).cpu()
+    return out
+
+
 class SurrogateObjective:
     """The subsample's surrogate objective sum_rows weight_i * sum_t coef_it * rho_it and its gradient,
     with rho = exp(log pi_theta - log pi_theta_old); log pi_theta_old is fixed by the first evaluation,
@@ -188,6 +199,12 @@ class SurrogateObjective:
             self.logp0 = logp.detach()
         return (self.coef.to(logp.dtype) * torch.exp(logp - self.logp0)).sum()
 
+    def anchor(self) -> None:
+        """Fix log pi_theta_old now (one no-grad forward; the parameters must be theta_old)."""
+        if self.logp0 is None and self.active:
+            with torch.no_grad():
+                self.logp0 = self._logp().detach()
+
     def grad(self, create_graph: bool = False) -> list[torch.Tensor]:
         if not self.active:
             return [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
@@ -196,52 +213,87 @@ class SurrogateObjective:
         return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, got)]
 
 
-def hessian_vector_product(objectives, v: list[torch.Tensor], kind: str, eps: float, reduce=None):
-    """H v for the Hessian of sum_o o.value() with respect to the shared ``o.params``.
+class HessianVectorProducts:
+    """H v at the current parameters for several v, for the Hessian of sum_o o.value() with respect to
+    the shared ``o.params``.
 
-    ``double_backward``: grad(grad L . v); ``finite_difference``: (grad L(theta + h v) - grad L(theta - h v))
+    ``double_backward``: grad(grad L . v). The first-order gradient and its graph are built once (one
+    forward and one backward with ``create_graph``) and kept, so every further product is one more
+    backward pass through that graph. ``finite_difference``: (grad L(theta + h v) - grad L(theta - h v))
     / (2 h) with h = eps * max(|theta|, 1) / |v| (exact for a quadratic up to rounding; the parameters are
-    restored bit for bit). ``reduce`` sums the result over ranks (data-parallel).
+    restored bit for bit; log pi_theta_old is fixed first, at the unperturbed parameters). ``reduce`` sums
+    each result over ranks (data-parallel). Call :meth:`close` (or use as a context manager) to drop the
+    kept graph.
     """
-    reduce = reduce or (lambda x: x)
-    if kind == "double_backward":
-        total = None
-        for o in objectives:
-            if not o.active:
-                continue
-            # the math attention kernel: the fused ones have no second derivative
-            with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
-                g = o.grad(create_graph=True)
-                dot = sum((gi * vi.to(gi.dtype)).sum() for gi, vi in zip(g, v))
-                hv = torch.autograd.grad(dot, o.params, allow_unused=True)
-            hv = [torch.zeros_like(p) if h is None else h.detach() for p, h in zip(o.params, hv)]
-            total = hv if total is None else [a + b for a, b in zip(total, hv)]
-        if total is None:
-            total = [torch.zeros_like(x) for x in v]
-        return reduce(total)
-    params = objectives[0].params
-    saved = [p.detach().clone() for p in params]
-    norm_v = math.sqrt(_dot(v, v))
-    if norm_v == 0:
-        return [torch.zeros_like(x) for x in v]
-    h = eps * max(math.sqrt(_dot(saved, saved)), 1.0) / norm_v
-    grads = []
-    try:
-        for sign in (1.0, -1.0):
+
+    def __init__(self, objectives, kind: str, eps: float, reduce=None):
+        self.objectives = [o for o in objectives]
+        self.kind, self.eps = kind, eps
+        self.reduce = reduce or (lambda x: x)
+        self.params = self.objectives[0].params
+        self._grads: list[list[torch.Tensor]] | None = None  # double backward: grad L with its graph
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        self.close()
+
+    def close(self) -> None:
+        self._grads = None
+
+    def __call__(self, v: list[torch.Tensor]) -> list[torch.Tensor]:
+        if self.kind == "double_backward":
+            return self.reduce(self._double_backward(v))
+        return self._finite_difference(v)
+
+    def _double_backward(self, v):
+        active = [o for o in self.objectives if o.active]
+        if not active:
+            return [torch.zeros_like(x) for x in v]
+        # the math attention kernel: the fused ones have no second derivative
+        with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
+            if self._grads is None:
+                self._grads = [o.grad(create_graph=True) for o in active]
+            dot = sum((gi * vi.to(gi.dtype)).sum() for g in self._grads for gi, vi in zip(g, v))
+            if not dot.requires_grad:  # no parameter reaches the objective's second derivative
+                return [torch.zeros_like(p) for p in self.params]
+            hv = torch.autograd.grad(dot, self.params, retain_graph=True, allow_unused=True)
+        return [torch.zeros_like(p) if h is None else h.detach() for p, h in zip(self.params, hv)]
+
+    def _finite_difference(self, v):
+        for o in self.objectives:
+            if hasattr(o, "anchor"):
+                o.anchor()
+        params = self.params
+        saved = [p.detach().clone() for p in params]
+        norm_v = math.sqrt(_dot(v, v))
+        if norm_v == 0:
+            return [torch.zeros_like(x) for x in v]
+        h = self.eps * max(math.sqrt(_dot(saved, saved)), 1.0) / norm_v
+        grads = []
+        try:
+            for sign in (1.0, -1.0):
+                with torch.no_grad():
+                    for p, s, x in zip(params, saved, v):
+                        p.copy_(s + sign * h * x.to(s.dtype))
+                total = None
+                for o in self.objectives:
+                    g = o.grad()
+                    total = g if total is None else [a + b for a, b in zip(total, g)]
+                grads.append(total)
+        finally:
             with torch.no_grad():
-                for p, s, x in zip(params, saved, v):
-                    p.copy_(s + sign * h * x.to(s.dtype))
-            total = None
-            for o in objectives:
-                g = o.grad()
-                total = g if total is None else [a + b for a, b in zip(total, g)]
-            grads.append(total)
-    finally:
-        with torch.no_grad():
-            for p, s in zip(params, saved):
-                p.copy_(s)
-    up = [torch.promote_types(a.dtype, torch.float32) for a in grads[0]]  # bf16 gradients: in fp32
-    return reduce([(a.to(t) - b.to(t)) / (2 * h) for a, b, t in zip(*grads, up)])
+                for p, s in zip(params, saved):
+                    p.copy_(s)
+        up = [torch.promote_types(a.dtype, torch.float32) for a in grads[0]]  # bf16 gradients: in fp32
+        return self.reduce([(a.to(t) - b.to(t)) / (2 * h) for a, b, t in zip(*grads, up)])
+
+
+def hessian_vector_product(objectives, v: list[torch.Tensor], kind: str, eps: float, reduce=None):
+    """One H v (see :class:`HessianVectorProducts`, which keeps what several products at one point share)."""
+    with HessianVectorProducts(objectives, kind, eps, reduce) as hvp:
+        return hvp(v)
 
 
 def power_iteration(hvp, v: list[torch.Tensor], iterations: int) -> tuple[float, list[torch.Tensor] | None]:
@@ -308,7 +360,8 @@ class ThetaOldInstruments:
         coef = -advantages.float()[:, None] * w
         return torch.where(comp, coef, torch.zeros_like(coef))
 
-    def _cell_objectives(self, gen, advantages, design: CellDesign) -> list[SurrogateObjective]:
+    def _cell_parts(self, gen, advantages, design: CellDesign) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per cell: this rank's rows and their coefficients (the loss's, times 1 / c_qh)."""
         coef = self._coefficients(gen, advantages)
         out = []
         for rows, weights in zip(design.rows, design.weights):
@@ -318,9 +371,11 @@ class ThetaOldInstruments:
             mine = set(order[list(self.dist.block(order.numel()))].tolist()) if self.dist.enabled else None
             keep = torch.tensor([mine is None or int(p) in mine for p in prompts.tolist()], dtype=torch.bool)
             r, w = rows[keep], weights[keep]
-            c = coef[r] * w[:, None].float()
-            out.append(SurrogateObjective(self.model, gen, r, c, self.cfg.rollout.temperature, self.device))
+            out.append((r, coef[r] * w[:, None].float()))
         return out
+
+    def _objective(self, gen, rows: torch.Tensor, coef: torch.Tensor) -> SurrogateObjective:
+        return SurrogateObjective(self.model, gen, rows, coef, self.cfg.rollout.temperature, self.device)
 
     def _reduce(self, vecs: list[torch.Tensor]) -> list[torch.Tensor]:
         if not self.dist.enabled:
@@ -353,16 +408,25 @@ class ThetaOldInstruments:
         for p in frozen:
             p.requires_grad_(True)
         try:
-            objectives = self._cell_objectives(gen, advantages, design)
+            parts = self._cell_parts(gen, advantages, design)
+            # one small pass per cell: per-cell backward passes through one batched forward cost more
+            # (each walks the whole batch's graph), and the cells' own padding is trimmed tighter
+            objectives = [self._objective(gen, r, c) for r, c in parts]
             cells = [self._reduce(o.grad()) for o in objectives]
-            gram = torch.tensor([[_dot(a, b) for b in cells] for a in cells], dtype=torch.float64)
             out = {
-                f"noise/{k}": v for k, v in noise_row(cell_estimates(gram, design), self.minibatch).items()
+                f"noise/{k}": v
+                for k, v in noise_row(cell_estimates(gram(cells, cells), design), self.minibatch).items()
             }
             perf["noise_theta_old_s"] = time.perf_counter() - t
             if self.curvature_due(rollout):
                 t = time.perf_counter()
-                out.update(self._curvature(objectives, cells, design, out["noise/grad_norm_sq"]))
+                # the Hessian of the sum of the cells' objectives is that of one objective over their
+                # rows: one pass per Hessian-vector product instead of one per cell
+                union = self._objective(
+                    gen, torch.cat([r for r, _ in parts]), torch.cat([c for _, c in parts])
+                )
+                union.anchor()
+                out.update(self._curvature(union, objectives, cells, design, out["noise/grad_norm_sq"]))
                 perf["curvature_s"] = time.perf_counter() - t
         finally:
             self.model.train(was_training)
@@ -376,26 +440,30 @@ class ThetaOldInstruments:
         """H v for the Hessian of the sum of ``objectives``, summed over the ranks."""
         return hessian_vector_product(objectives, v, self.hvp_kind, self.eps, self._reduce)
 
-    def _curvature(self, objectives, cells, design, grad_norm_sq: float) -> dict[str, float]:
-        h_cells = [self.hvp(objectives, c) for c in cells]
-        q = torch.tensor([[_dot(a, hb) for hb in h_cells] for a in cells], dtype=torch.float64)
-        q = 0.5 * (q + q.T)
-        est = cell_estimates(q, design)
-        out = {
-            "curv/gHg_abs": est["signal"],
-            "curv/gHg": est["signal"] / grad_norm_sq if grad_norm_sq > 0 else math.nan,
-            "curv/trace_hsigma": est["total"],
-            "curv/trace_hsigma_within": est["within"],
-            "curv/trace_hsigma_between": est["between"],
-            "curv/b_crit": est["total"] / est["signal"] if est["signal"] > 0 else math.inf,
-        }
-        out["curv/top_eig"] = self._power_iteration(objectives, cells)
+    def _curvature(self, union, objectives, cells, design, grad_norm_sq: float) -> dict[str, float]:
+        """``union``: the subsample's objective (this rank's rows of all cells); ``objectives``: the
+        cells' own, whose gradients at theta_old are ``cells`` (kept for the secant after the steps)."""
+        # all products at theta_old: double backward keeps the gradient's graph between them
+        with HessianVectorProducts([union], self.hvp_kind, self.eps, self._reduce) as hvp:
+            h_cells = [hvp(c) for c in cells]
+            q = gram(cells, h_cells)
+            q = 0.5 * (q + q.T)
+            est = cell_estimates(q, design)
+            out = {
+                "curv/gHg_abs": est["signal"],
+                "curv/gHg": est["signal"] / grad_norm_sq if grad_norm_sq > 0 else math.nan,
+                "curv/trace_hsigma": est["total"],
+                "curv/trace_hsigma_within": est["within"],
+                "curv/trace_hsigma_between": est["between"],
+                "curv/b_crit": est["total"] / est["signal"] if est["signal"] > 0 else math.inf,
+            }
+            out["curv/top_eig"] = self._power_iteration(hvp, cells)
         # the secant along the actual update needs the gradient at theta_old of the whole subsample
         g0 = [sum(parts) for parts in zip(*cells)]
         self._pending = (objectives, g0, [p.detach().clone() for p in objectives[0].params])
         return out
 
-    def _power_iteration(self, objectives, cells) -> float:
+    def _power_iteration(self, hvp, cells) -> float:
         if self.iterations < 1:
             return math.nan
         v = self.eig_vector
@@ -405,7 +473,7 @@ class ThetaOldInstruments:
                 c.float() + 1e-3 * torch.cos(torch.arange(c.numel(), dtype=torch.float32)).view_as(c)
                 for c in cells[0]
             ]
-        value, self.eig_vector = power_iteration(lambda x: self.hvp(objectives, x), v, self.iterations)
+        value, self.eig_vector = power_iteration(hvp, v, self.iterations)
         return value
 
     # ------------------------------------------------------------------ after the K steps

@@ -177,15 +177,36 @@ class PolicyOptimizer:
         out.update({f"noise/multistep_{k}": v for k, v in self.noise.finish_rollout().items()})
         return out
 
-    def final_drift(self, logp: torch.Tensor, old_logp: torch.Tensor, on: torch.Tensor) -> dict[str, float]:
+    def final_drift(
+        self,
+        logp: torch.Tensor,
+        old_logp: torch.Tensor,
+        on: torch.Tensor,
+        scale: float = 1.0,
+        population: dict[str, float] | None = None,
+    ) -> dict[str, float]:
         """KL(pi_old || pi_theta) after the rollout's last step from ``logp`` (pi_theta after the K steps,
         this rank's rows) and the per-step measurements: ``train/kl_old`` (token mean over the
         measurements after steps 1..K), ``train/kl_old_max``, ``train/kl_old_seq`` (per response), and
-        ``train/kl_old_final`` / ``train/kl_old_seq_final`` (after the last step alone)."""
+        ``train/kl_old_final`` / ``train/kl_old_seq_final`` (after the last step alone).
+
+        ``scale`` and ``population``: the rows are a simple random sample of n_r of this rank's N_r rows
+        of a population (the rollout's loss rows) with ``population`` token and response counts. Then
+        sum_ranks (N_r / n_r) sum_sample k3 is unbiased for the population's k3 sum (Horvitz-Thompson),
+        and dividing by the known counts makes ``kl_old_final`` unbiased for the population's token mean
+        of k3 and ``kl_old_seq_final`` for its mean per response (a ratio over the sample alone would be
+        biased at O(1/n)). Without them the means are over the rows given."""
         sums = {k: float(v) for k, v in kl_old_sums(logp, old_logp, on).items()}
+        if population is not None:
+            sums = {
+                "kl_old_sum": sums["kl_old_sum"] * scale,
+                "kl_old_seq_sum": sums["kl_old_seq_sum"] * scale,
+            }
         keys = sorted(sums)
         if self.dist.enabled:
             sums = dict(zip(keys, self.dist.all_reduce_sum([sums[k] for k in keys])))
+        if population is not None:
+            sums.update(population)
         final = step_means(sums)
         after = self._after + ([(final["kl_old"], final["kl_old_seq"])] if "kl_old" in final else [])
         nan = math.nan

@@ -45,12 +45,16 @@ from .evaluation import Evaluator
 from .logprobs import LogprobPhase
 from .noise import PerSampleNoise
 from .optimize import PolicyOptimizer
+from .policy import completion_logprobs, trim_padding
 from .progress import ProgressDisplay
 from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
 from .samples import SampleLog
 from .staleness import BehaviourPolicy
 
 __all__ = ["Trainer", "TrainerState", "derived_seed"]
+
+# The end-of-rollout drift pass's subsample: at most this many responses (and at most B/K).
+DRIFT_RESPONSES = 16
 
 
 @dataclass
@@ -227,16 +231,42 @@ class Trainer:
         return estimates
 
     def _final_drift(self, gen, old_logp, plan) -> dict[str, float]:
-        """The drift after the rollout's last step, measured with the synced weights on the first
-        minibatch's loss rows (a uniform draw from the rollout; this rank's block of them, whose pi_old
-        log-probs this rank has): one no-grad forward over B/K responses."""
+        """The drift after the rollout's last step, measured with the synced weights on a simple random
+        sample of the rollout's loss rows: the first n = min(B/K, ``DRIFT_RESPONSES``) of them in the
+        plan's (uniformly random) order, one no-grad forward. Each rank measures the sampled rows whose
+        pi_old log-probs it holds (its blocks of the steps' rows), so the ranks together measure the
+        one-process sample; the sums scaled by N / n estimate the rollout's without bias (see
+        ``PolicyOptimizer.final_drift``)."""
         if not plan:
             return {}
-        active = plan[0][1]
-        mine = active[self.dist.block(active.numel())]
-        logp, _ = self.logprobs.logprobs(self.full_model, gen, mine)
+        steps = [a for _, a in plan[: self.derived.steps_per_rollout]]  # the first epoch: each row once
+        order = torch.cat(steps)
+        n = min(plan[0][0].numel(), DRIFT_RESPONSES, order.numel())
+        sample = order[:n]
+        held = torch.cat([a[self.dist.block(a.numel())] for a in steps])
+        rows = sample[torch.isin(sample, held)] if self.dist.enabled else sample
         comp = gen.completion_mask[:, gen.prompt_width :]
-        return self.optim.final_drift(logp[mine], old_logp[mine], comp[mine])
+        counts = {"tokens": float(comp[order].sum()), "rows": float(comp[order].any(1).sum())}
+        lc = comp.shape[1]
+        logp = torch.zeros((rows.numel(), lc))
+        if rows.numel():
+            was_training = self.full_model.training
+            self.full_model.eval()
+            with torch.no_grad():  # one plain forward: cheaper than the shared-prompt path at this size
+                ids, mask, start = trim_padding(
+                    gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width
+                )
+                lp, _ = completion_logprobs(
+                    self.full_model,
+                    ids.to(self.device),
+                    mask.to(self.device),
+                    start,
+                    self.cfg.rollout.temperature,
+                )
+            self.full_model.train(was_training)
+            logp[:, : lp.shape[1]] = lp.float().cpu()
+        scale = order.numel() / n if n else 0.0
+        return self.optim.final_drift(logp, old_logp[rows], comp[rows], scale=scale, population=counts)
 
     def _sync_weights(self) -> None:
         """Weight sync: free for the HF engine (shared model), an in-place push for vLLM; under FSDP the

@@ -149,3 +149,41 @@ def test_non_finite_step_is_not_applied_and_ends_the_run(cache_dir, tmp_path, mo
     for name in shared:  # the parameters from before the poisoned step, exactly
         assert torch.isfinite(saved[name]).all()
         torch.testing.assert_close(saved[name], seen["params"][name], rtol=0, atol=0)
+
+
+def test_drift_on_a_subsample_is_unbiased_for_the_rollout():
+    """The end-of-rollout drift pass sees a simple random sample of n of the rollout's N loss rows:
+    with the sums scaled by N / n and the rollout's token and response counts, ``kl_old_final`` is
+    unbiased for the rollout's token mean of k3 and ``kl_old_seq_final`` for its mean per response
+    (responses of unequal length whose k3 grows with the length, so a ratio over the sample would not be)."""
+    from types import SimpleNamespace
+
+    from rlvr_scaling.distributed import DistEnv
+    from rlvr_scaling.optimize import PolicyOptimizer
+
+    g = torch.Generator().manual_seed(5)
+    n_rows, width, n = 40, 12, 6
+    lengths = torch.randint(1, width + 1, (n_rows,), generator=g)
+    on = torch.arange(width)[None, :] < lengths[:, None]
+    old = -torch.rand(n_rows, width, generator=g, dtype=torch.float64)
+    shift = 0.05 * lengths[:, None].double() * torch.randn(n_rows, width, generator=g, dtype=torch.float64)
+    new = old + shift
+    whole = kl_old_sums(new, old, on)
+    token_mean = float(whole["kl_old_sum"] / whole["tokens"])
+    seq_mean = float(whole["kl_old_seq_sum"] / whole["rows"])
+    counts = {"tokens": float(whole["tokens"]), "rows": float(whole["rows"])}
+    host = SimpleNamespace(dist=DistEnv(), _after=[])
+    finals, seqs, ratios = [], [], []
+    for _ in range(10_000):
+        rows = torch.randperm(n_rows, generator=g)[:n]
+        out = PolicyOptimizer.final_drift(host, new[rows], old[rows], on[rows], n_rows / n, counts)
+        finals.append(out["train/kl_old_final"])
+        seqs.append(out["train/kl_old_seq_final"])
+        sample = kl_old_sums(new[rows], old[rows], on[rows])
+        ratios.append(float(sample["kl_old_sum"] / sample["tokens"]))
+    for values, want in ((finals, token_mean), (seqs, seq_mean)):
+        x = torch.tensor(values, dtype=torch.float64)
+        se = float(x.std()) / math.sqrt(x.numel())
+        assert abs(float(x.mean()) - want) < 4 * se, (float(x.mean()), want, se)
+    r = torch.tensor(ratios, dtype=torch.float64)
+    assert abs(float(r.mean()) - token_mean) > 4 * float(r.std()) / math.sqrt(r.numel())  # the ratio is not
