@@ -222,7 +222,7 @@ def condition_index(row: pd.Series, study: Study) -> int | None:
 def measure(study: Study) -> Measurement:
     """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
     ``study.bootstrap`` and ``--targets`` ``study.targets``) and return the requested widths."""
-    from analysis.clocks import ClockOptions, build_tables, target_label
+    from analysis.clocks import ClockOptions, build_tables
     from analysis.load import load_source
     from analysis.report import fit_conditions
 
@@ -235,6 +235,17 @@ def measure(study: Study) -> Measurement:
     tables = build_tables(loaded.runs, opts)
     if tables.runs.empty:
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
+    exps, _ = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
+    return measurement(study, tables, exps)
+
+
+def measurement(study: Study, tables, exps: pd.DataFrame) -> Measurement:
+    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.clocks.build_tables``
+    (at least one run), ``exps`` the exponents table ``analysis.report.fit_conditions`` gives for them.
+    :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
+    simulated sweeps)."""
+    from analysis.clocks import target_label
+
     t = tables.runs.copy()
     t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
     runs = pd.DataFrame(
@@ -254,7 +265,6 @@ def measure(study: Study) -> Measurement:
             reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
             runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
     group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
-    exps, _ = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
     labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
     rows = []
     for i in range(len(study.conditions)):
