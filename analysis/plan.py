@@ -365,10 +365,9 @@ def pilot_conditions(
     the MLE's ``(n - 2) / n`` shrinkage, which a pilot's few runs make large): a pilot has few runs per
     condition, and the scatter is a property of the setup more than of one learning rate. Raises
     ValueError when the source holds no readable run."""
-    from analysis.clocks import ClockOptions, build_tables, target_label
+    from analysis.clocks import ClockOptions, build_tables
     from analysis.load import load_source
     from analysis.report import fit_conditions
-    from analysis.which_b import seconds_per_response_model
 
     loaded = load_source(source)
     opts = ClockOptions(
@@ -378,6 +377,16 @@ def pilot_conditions(
     if tables.runs.empty:
         raise ValueError(f"no readable run in {source}")
     exps, _ = fit_conditions(tables, n_boot=n_boot, joint_model=False)
+    return pilots_from_fits(tables, exps, throughput)
+
+
+def pilots_from_fits(tables, exps: pd.DataFrame, throughput=None) -> list[PilotCondition]:
+    """:func:`pilot_conditions` without the reading and fitting: ``tables`` from
+    ``analysis.clocks.build_tables``, ``exps`` the exponents table ``analysis.report.fit_conditions``
+    gives for them (``benchmarks/study_vs_uniform.py`` feeds it simulated sweeps)."""
+    from analysis.clocks import target_label
+    from analysis.which_b import seconds_per_response_model
+
     exps = exps[exps["clock"] != "failure"]
     out = []
     for clock in [target_label(a) for a in tables.targets]:

@@ -272,8 +272,7 @@ def condition_index(row: pd.Series, study: Study) -> int | None:
 def measure(study: Study) -> Measurement:
     """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
     ``study.bootstrap`` and ``--targets`` ``study.targets``) and return the requested widths."""
-    from analysis.clocks import ClockOptions, build_tables, target_label
-    from analysis.cross import common_exponent_table
+    from analysis.clocks import ClockOptions, build_tables
     from analysis.load import load_source
     from analysis.report import fit_conditions
 
@@ -286,6 +285,19 @@ def measure(study: Study) -> Measurement:
     tables = build_tables(loaded.runs, opts)
     if tables.runs.empty:
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
+    exps, fits = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
+    return measurement(study, tables, exps, fits)
+
+
+def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
+    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.clocks.build_tables``
+    (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.report.fit_conditions``
+    gives for them (without ``fits`` no common alpha is formed: every target's alpha is requested).
+    :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
+    simulated sweeps)."""
+    from analysis.clocks import target_label
+    from analysis.cross import common_exponent_table
+
     t = tables.runs.copy()
     t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
     runs = pd.DataFrame(
@@ -311,8 +323,7 @@ def measure(study: Study) -> Measurement:
             reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
             runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
     group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
-    exps, fits = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
-    common = common_exponent_table(tables, fits) if study.common else pd.DataFrame()
+    common = common_exponent_table(tables, fits) if study.common and fits is not None else pd.DataFrame()
     labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
 
     def interval(lo, hi) -> float:
