@@ -580,6 +580,23 @@ def plan_round(
                 p = next(p for p in study.sizes if b_of(p) == b)
                 wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
             scoring.setdefault(cond, []).append((pilot.truth, r.width / r.goal))
+    for cond in sorted(set(open_rows["condition"])):
+        # the plan comes from the pilot's point estimates: where it says the runs present already meet a
+        # width the measured interval does not, add runs anyway at the condition's extreme sizes (the
+        # slope's lever arm), scaled by (width / goal)^2 and at most doubled, rather than stop unmet
+        sizes = [p for p in study.sizes if (cond, p) in wanted] or list(study.sizes)
+        if any(wanted[(cond, p)] > len(used.get((cond, p), ())) for p in sizes if (cond, p) in wanted):
+            continue
+        rows = open_rows[open_rows["condition"] == cond]
+        ratio = float((rows["width"] / rows["goal"]).max())
+        factor = min(ratio**2, 4.0) if math.isfinite(ratio) else 4.0
+        for p in {sizes[0], sizes[-1]}:
+            n = len(used.get((cond, p), ()))
+            wanted[(cond, p)] = max(n + 1, min(math.ceil(n * factor), 2 * max(n, 1)))
+        notes.append(
+            f"condition {cond}: the plan from the pilot's estimates is met but the measured width is not: "
+            f"runs at P={sizes[0]} and P={sizes[-1]} scaled by {factor:.2f} (at most doubled)"
+        )
     deficit = {k: n - len(used.get(k, ())) for k, n in wanted.items() if n > len(used.get(k, ()))}
     counts = {k: len(v) for k, v in used.items()}
     added: dict[tuple[int, int], int] = {}
