@@ -325,7 +325,9 @@ def theory_lines(table: pd.DataFrame) -> list[str]:
         "GᵀHG from the `curv/` rows, and in its place B_noise = mean tr Σ / mean |G|² from the `noise/` rows "
         "(the B_noise of `noise_scale.csv`). The predictions use the fit's bootstrap resamples (same runs or "
         "seeds, replicate by replicate), so fitted − predicted is a paired difference; they **agree** when its "
-        "95 % interval covers 0. Not measured: the runs logged no `curv/` (or `noise/`) rows. `theory.csv`.",
+        "95 % interval covers 0. Not measured: the runs logged no `curv/` (or `noise/`) rows, or the pooled "
+        "denominator (mean GᵀHG, or mean |G|²: unbiased estimates that can come out ≤ 0 when the signal is small) "
+        "is not positive. `theory.csv`.",
         "",
     ]
     if table is None or table.empty:
