@@ -46,8 +46,8 @@ class Recorder:
         original_collect = Collector.collect
         rec = self
 
-        def generate_blocks(engine, dist, prompts, prompt_ids, counts, params, seed):
-            gen = original_generate(engine, dist, prompts, prompt_ids, counts, params, seed)
+        def generate_blocks(engine, dist, prompts, prompt_ids, counts, params, seed, keys=None):
+            gen = original_generate(engine, dist, prompts, prompt_ids, counts, params, seed, keys=keys)
             if not rec.active:
                 return gen
             rec.calls[-1]["responses"] += len(gen)

@@ -32,6 +32,10 @@ def assert_same_rows(got, want, rel=1e-5, abs=1e-8):
                 tol = 1e-4 if key.startswith("noise/") else abs
                 # curvature by central differences of gradients (data-parallel runs): rounding / step
                 r = max(rel, 1e-2) if key.startswith("curv/") else rel
+                # b_noise and snr divide by |G|^2, itself such a difference: its relative rounding is
+                # that of the small denominator (1.4e-4 on one rollout of the stale dynamic run)
+                if key.startswith("noise/") and key.endswith(("b_noise", "snr")):
+                    r = max(r, 1e-3)
                 assert a[key] == pytest.approx(value, rel=r, abs=tol), key
             else:
                 assert a[key] == value, key
