@@ -59,9 +59,23 @@ class Hand:
         logits from the prompt's last position on."""
         return 3.0 * sum(self.f(p[i] + c[i], c[i] + 1, _tri(p[i] + c[i])) for i in rows)
 
+    def plain(self, rows: list[int], p, c) -> float:
+        """A no-grad forward over each row's prompt and completion, logits from the prompt's last
+        position on (the drift pass after the last step)."""
+        return sum(self.f(p[i] + c[i], c[i] + 1, _tri(p[i] + c[i])) for i in rows)
+
     def training(self, rows: list[int], p, c) -> float:
         """One packed forward with backward (3x) over each trained row's prompt and completion."""
         return 3.0 * sum(self.f(p[i] + c[i], c[i], _tri(p[i] + c[i])) for i in rows)
+
+
+def _drift_sample(steps, k: int) -> list[int]:
+    """The drift pass's rows (Trainer._final_drift): the first min(B/K, 16) loss rows of the first
+    epoch, in the plan's order."""
+    from rlvr_scaling.trainer import DRIFT_RESPONSES
+
+    order = [int(i) for _, a in steps[:k] for i in a]
+    return order[: min(len(steps[0][0]), DRIFT_RESPONSES, len(order))]
 
 
 @pytest.fixture
@@ -121,7 +135,7 @@ def test_flops_of_a_hand_counted_rollout(cache_dir, tmp_path, mixed_rewards, ove
         "old log-probs": 0.0 if trainer.logprobs.behaviour else hand.shared_pass(needed, p, c, prompt_of),
         "reference": hand.shared_pass(needed, p, c, prompt_of) if comps.ref_model is not None else 0.0,
         "training": hand.training(trained, p, c),
-        "drift": hand.shared_pass([int(i) for i in steps[0][1]], p, c, prompt_of),
+        "drift": hand.plain(_drift_sample(steps, cfg.optim.steps_per_rollout), p, c),
     }
     if optimal:  # one forward with backward over the scorable rows of groups whose rewards vary
         rows = [i for i in range(len(gen)) if i in {int(j) for _, a in steps for j in a}]

@@ -268,8 +268,8 @@ def _make_rule(cmd: Command) -> Coverage | None:
     if target == "study":
         return Coverage(
             "test",
-            "tests/docs/test_study_target.py::test_study_grids_compose_with_the_sizes_the_readme_states",
-            "its grids listed by rlvr-grid (~17 minutes of CPU to run)",
+            "tests/docs/test_study_target.py::test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses",
+            "its study file validated and its pilot composed by tests/study (~34 minutes of CPU to run)",
         )
     if target == "figures":
         return Coverage("test", "tests/docs/test_study_target.py::test_study_analysis_flags_parse")
