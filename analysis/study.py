@@ -623,7 +623,9 @@ def plan_round(
             and spent_seconds + seconds_of(*k) / parallel <= remaining_seconds
         ]
         if not affordable:
-            notes.append("budget: the rest of the planned runs do not fit in the responses or hours left")
+            by_responses = any(spent + cost_of(*k) <= remaining for k in deficit)
+            left = "hours left (at the runs' measured wall times)" if by_responses else "responses left"
+            notes.append(f"budget: the rest of the planned runs do not fit in the {left}")
             break
         # the widest condition's runs first, then the most narrowing per response
         ratio = {c: max(w for _, w in v) for c, v in scoring.items()}

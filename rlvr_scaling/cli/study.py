@@ -310,9 +310,10 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
             for note in plan.notes:
                 print(f"  {note}")
             if not plan.launches:
+                budget = [n for n in plan.notes if n.startswith("budget")]
                 reason = (
-                    "budget spent (responses, or hours at the measured rate)"
-                    if any("budget" in n for n in plan.notes)
+                    ("budget.hours spent" if "hours left" in budget[0] else "budget.responses spent")
+                    if budget
                     else "nothing to add"
                 )
             else:
