@@ -29,6 +29,28 @@ from rlvr_scaling.config import register_configs
 ROUND = [Launch(0, [2, 3], [2]), Launch(0, [3], [8]), Launch(1, [2], [2])]
 
 
+@pytest.fixture(autouse=True)
+def _logging_restored():
+    """Hydra's in-process multirun configures logging (dictConfig disables every existing logger):
+    restore the loggers afterwards, or later tests' caplog sees nothing."""
+    import logging
+
+    loggers = {n: lg for n, lg in logging.root.manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    saved = {n: (lg.disabled, lg.propagate, list(lg.handlers), lg.level) for n, lg in loggers.items()}
+    root = (list(logging.root.handlers), logging.root.level)
+    yield
+    for name, lg in list(logging.root.manager.loggerDict.items()):
+        if not isinstance(lg, logging.Logger):
+            continue
+        if name in saved:
+            lg.disabled, lg.propagate, handlers, lg.level = saved[name]
+            lg.handlers[:] = handlers
+        else:
+            lg.disabled = False
+    logging.root.handlers[:] = root[0]
+    logging.root.setLevel(root[1])
+
+
 def _study(tmp_path: Path):
     study = parse_study(
         {
