@@ -519,6 +519,25 @@ def plan_round(
     # per condition: runs wanted per P (max over its open targets) and the truths to score them with
     wanted: dict[tuple[int, int], int] = {}
     scoring: dict[int, list[tuple]] = {}
+
+    def plan_target(cond: int, clock: str, truth, goal: float, ratio: float) -> None:
+        """The planner's runs per kept size for one target's interval to reach ``goal``."""
+        sizes = kept_sizes(study, m, cond, clock, notes)
+        design = plan_design(
+            [b_of(p) for p in sizes], [truth], goal, min_seeds=study.pilot_seeds, max_runs=400
+        )
+        notes.extend(f"condition {cond} {clock}: {d}" for d in design.dropped)
+        for b, n in zip(design.sizes, design.seeds):
+            p = next(p for p in study.sizes if b_of(p) == b)
+            wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
+        scoring.setdefault(cond, []).append((truth, ratio))
+
+    def grown(n: int, ratio: float) -> int:
+        """Runs after scaling ``n`` by (width / goal)^2 = ``ratio``^2, at most doubling them (an
+        unbounded interval doubles them)."""
+        factor = min(ratio**2, 4.0) if math.isfinite(ratio) else 4.0
+        return min(math.ceil(n * factor), 2 * max(n, 1))
+
     fixed: dict[int, float] = {}  # conditions planned without the planner (failure clock): width / goal
     for cond in sorted(set(open_rows["condition"])):
         rows = open_rows[open_rows["condition"] == cond]
@@ -530,9 +549,7 @@ def plan_round(
                 factor = (r.width / r.goal) ** 2 if math.isfinite(r.width) else 4.0
                 for p in study.sizes:
                     n = len(used.get((cond, p), ()))
-                    wanted[(cond, p)] = max(
-                        wanted.get((cond, p), 0), min(math.ceil(n * factor), 2 * max(n, 1))
-                    )
+                    wanted[(cond, p)] = max(wanted.get((cond, p), 0), grown(n, r.width / r.goal))
                 fixed[cond] = r.width / r.goal if math.isfinite(r.width) else math.inf
                 notes.append(
                     f"condition {cond} failure: width {r.width:.3f} > {r.goal:g}: runs scaled by "
@@ -545,21 +562,8 @@ def plan_round(
                 # width to the common width
                 scale = r.targets_width / r.width if math.isfinite(r.targets_width) and r.width > 0 else 1.0
                 for q in pilots:
-                    if q.condition != r.label:
-                        continue
-                    sizes = kept_sizes(study, m, cond, q.target, notes)
-                    design = plan_design(
-                        [b_of(p) for p in sizes],
-                        [q.truth],
-                        r.goal * scale,
-                        min_seeds=study.pilot_seeds,
-                        max_runs=400,
-                    )
-                    notes += [f"condition {cond} {q.target}: {d}" for d in design.dropped]
-                    for b, n in zip(design.sizes, design.seeds):
-                        p = next(p for p in study.sizes if b_of(p) == b)
-                        wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
-                    scoring.setdefault(cond, []).append((q.truth, r.width / r.goal))
+                    if q.condition == r.label:
+                        plan_target(cond, q.target, q.truth, r.goal * scale, r.width / r.goal)
                 continue
             pilot = next((q for q in pilots if q.condition == r.label and q.target == r.clock), None)
             if pilot is None:
@@ -567,19 +571,7 @@ def plan_round(
                 for p in study.sizes:
                     wanted[(cond, p)] = max(wanted.get((cond, p), 0), len(used.get((cond, p), ())) + 1)
                 continue
-            sizes = kept_sizes(study, m, cond, r.clock, notes)
-            design = plan_design(
-                [b_of(p) for p in sizes],
-                [pilot.truth],
-                r.goal,
-                min_seeds=study.pilot_seeds,
-                max_runs=400,
-            )
-            notes += [f"condition {cond} {r.clock}: {d}" for d in design.dropped]
-            for b, n in zip(design.sizes, design.seeds):
-                p = next(p for p in study.sizes if b_of(p) == b)
-                wanted[(cond, p)] = max(wanted.get((cond, p), 0), int(n))
-            scoring.setdefault(cond, []).append((pilot.truth, r.width / r.goal))
+            plan_target(cond, r.clock, pilot.truth, r.goal, r.width / r.goal)
     for cond in sorted(set(open_rows["condition"])):
         # the plan comes from the pilot's point estimates: where it says the runs present already meet a
         # width the measured interval does not, add runs anyway at the condition's extreme sizes (the
@@ -592,7 +584,7 @@ def plan_round(
         factor = min(ratio**2, 4.0) if math.isfinite(ratio) else 4.0
         for p in {sizes[0], sizes[-1]}:
             n = len(used.get((cond, p), ()))
-            wanted[(cond, p)] = max(n + 1, min(math.ceil(n * factor), 2 * max(n, 1)))
+            wanted[(cond, p)] = max(n + 1, grown(n, ratio))
         notes.append(
             f"condition {cond}: the plan from the pilot's estimates is met but the measured width is not: "
             f"runs at P={sizes[0]} and P={sizes[-1]} scaled by {factor:.2f} (at most doubled)"
