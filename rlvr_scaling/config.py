@@ -137,6 +137,15 @@ class EvalConfig:
     targets: list[float] = field(default_factory=lambda: [0.22, 0.25, 0.28])  # accuracies to time
     samples: int = 8  # 0 = greedy pass@1; n > 0 = mean pass@1 over n samples at rollout temperature
     max_new_tokens: int | None = None  # null = rollout.max_new_tokens
+    # Screened schedule (evaluation.py): at every point a screen on this many fixed problems (common
+    # random numbers) decides whether the full evaluation runs; 0 = the full evaluation at every point
+    # (also when the held-out set has fewer than twice as many problems)
+    screen_problems: int = 64
+    # the full evaluation runs when the screen's prediction is within this of a target not yet reached
+    # (or this twice below the best full accuracy); >= 1 = at every point (the screen is still logged)
+    screen_margin: float = 0.04
+    # and whenever the responses clock is this factor past the last full evaluation (0 = never)
+    screen_full_ratio: float = 2.0
 
     def validate(self, prefix: str = "eval") -> None:
         if self.schedule not in ("linear", "geometric"):
@@ -150,6 +159,14 @@ class EvalConfig:
                 raise ConfigError(f"{prefix}.targets must lie in [0, 1] (got {t})")
         if self.samples < 0:
             raise ConfigError(f"{prefix}.samples must be >= 0 (got {self.samples})")
+        if self.screen_problems < 0:
+            raise ConfigError(f"{prefix}.screen_problems must be >= 0 (got {self.screen_problems})")
+        if not self.screen_margin >= 0:
+            raise ConfigError(f"{prefix}.screen_margin must be >= 0 (got {self.screen_margin})")
+        if not (self.screen_full_ratio == 0 or self.screen_full_ratio > 1):
+            raise ConfigError(
+                f"{prefix}.screen_full_ratio must be 0 (off) or > 1 (got {self.screen_full_ratio})"
+            )
 
 
 @dataclass

@@ -8,12 +8,29 @@ then bracketed to the same relative width early and late in a run, which is what
 log R needs. ``eval/accuracy`` is pass@1: greedy
 (``eval.samples: 0``) or the mean over ``eval.samples`` samples per problem at the rollout temperature.
 Validation responses are counted on ``eval_responses``, never on the training clocks.
+
+**Screened schedule** (``eval.screen_problems`` > 0, the default, and at most half the held-out
+set): at every point a *screen* runs
+first, the same pass@1 on a fixed subset of the held-out problems with common random numbers (the same
+sampling keys at every point, so that two screens differ by what the policy changed, not by the draw),
+logged in the rollout's row as ``eval/screen_accuracy`` (never ``eval/accuracy``). The full evaluation
+runs at the point only when :func:`full_needed` says so: the screen's prediction of the full accuracy
+at the next point is within ``eval.screen_margin`` of a target not yet reached, the screen suggests a
+drop below the best full accuracy (so the accuracy-collapse detector still sees a collapse), or the
+responses clock has grown by ``eval.screen_full_ratio`` since the last full evaluation (the curve stays
+sampled once per doubling). A crossing stays bracketed between two full evaluations: the trainer's
+targets and the analysis read ``eval/accuracy`` rows only, and a full evaluation at a point is the
+same pass (same seed, same numbers) whether or not the schedule is screened. ``docs/speed.md`` measures
+how often the brackets agree with a full evaluation at every point and what it saves.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
+
+import numpy as np
 
 from .collect import derived_seed, generate_blocks, score_blocks
 from .engines.base import SamplingParams
@@ -49,6 +66,39 @@ class Evaluator:
             greedy=n == 0,
         )
         self.counts = [max(n, 1)] * len(self.validation)
+        # the screen's problems: a fixed subset of the held-out set (the same for every run and seed)
+        # (none when the held-out set has fewer than twice as many problems: such a screen saves little)
+        n_val = len(self.validation)
+        k = cfg.eval.screen_problems if 0 < 2 * cfg.eval.screen_problems <= n_val else 0
+        order = np.random.default_rng(derived_seed("eval-screen-problems")).permutation(n_val)
+        self.screen_ids = sorted(int(i) for i in order[:k])
+        self.screening = k > 0
+
+    def screen(self) -> dict[str, Any]:
+        """The screen (module docstring): pass@1 on the fixed subset, with the sampling keys of the run's
+        seed and the problems' indices, the same at every point (common random numbers)."""
+        t = time.perf_counter()
+        prompts = [e.prompt for e in self.validation]
+        ids = self.screen_ids
+        gen = generate_blocks(
+            self.engine,
+            self.dist,
+            prompts,
+            ids,
+            [self.counts[i] for i in ids],
+            self.params,
+            derived_seed(self.cfg.seed, "eval-screen"),
+        )
+        rewards = score_blocks(
+            self.task, self.dist, gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()]
+        )
+        acc = sum(x is not None and x >= 1.0 - 1e-9 for x in rewards) / max(len(rewards), 1)
+        return {
+            "eval/screen_accuracy": acc,
+            "eval/screen_responses": len(gen),
+            "eval/screen_problems": len(ids),
+            "perf/eval_screen_s": round(time.perf_counter() - t, 4),
+        }
 
     def next_at(self, responses: int) -> int:
         """The first point of the schedule strictly after ``responses`` (the same points for every
@@ -78,3 +128,26 @@ class Evaluator:
             "eval/problems": len(self.validation),
             "perf/eval_s": round(time.perf_counter() - t, 4),
         }
+
+
+def full_needed(e, state, screen: float, responses: int) -> bool:
+    """Whether the screened schedule runs the full evaluation at a point (module docstring).
+
+    ``e``: the ``eval`` config; ``state``: the trainer's state (targets reached so far, the best full
+    accuracy, the last full evaluation's clock, the screen-to-full offsets measured at the full
+    evaluations so far, the previous screen); ``screen``: this point's screen accuracy. The prediction
+    of the full accuracy at the next point is the screen plus the mean offset (full minus screen at the
+    same points: the subset's difficulty) plus the screen's last rise (common random numbers make the
+    difference of two screens far less noisy than either)."""
+    if not state.screen_offsets or e.screen_margin >= 1.0:
+        return True
+    if e.screen_full_ratio and responses >= e.screen_full_ratio * max(state.last_full_at, 1):
+        return True
+    now = screen + sum(state.screen_offsets) / len(state.screen_offsets)
+    rise = max(0.0, screen - state.screen_last) if state.screen_last is not None else 0.0
+    ahead = now + rise
+    unreached = [float(k) for k, v in state.targets.items() if v is None]
+    if unreached and ahead >= min(unreached) - e.screen_margin:
+        return True
+    best = state.best_accuracy
+    return best is not None and math.isfinite(best) and now < best - 2 * e.screen_margin

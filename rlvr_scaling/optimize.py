@@ -104,13 +104,14 @@ class PolicyOptimizer:
             stats_acc: dict[str, float] = {}
             share = active[env.block(active.numel())]
             n_micro = max(-(-len(env.block(active.numel(), q)) // micro) for q in range(env.world_size))
-            local = {int(x): i for i, x in enumerate(rows.tolist())}
+            local = torch.empty(len(gen), dtype=torch.long)  # a rollout row's position in the minibatch
+            local[rows] = torch.arange(rows.numel())
             for m in range(n_micro):
                 sub = share[m * micro : (m + 1) * micro]
                 padding = sub.numel() == 0
                 if padding:
                     sub = rows[:1]
-                sub_local = torch.tensor([local[int(x)] for x in sub.tolist()], dtype=torch.long)
+                sub_local = local[sub]
                 with self.parallel.micro_context(sync=m == n_micro - 1):
                     logp = self._forward(train_module, gen, sub)
                     sl = slice(0, logp.shape[1])
@@ -128,8 +129,10 @@ class PolicyOptimizer:
                     loss.backward()
                 if padding:
                     continue
-                for key, v in st.items():
-                    stats_acc[key] = stats_acc.get(key, 0.0) + float(v)
+                # one host read for all statistics (float64 holds every float32 value exactly)
+                values = torch.stack([v.detach().double() for v in st.values()]).tolist()
+                for key, v in zip(st, values):
+                    stats_acc[key] = stats_acc.get(key, 0.0) + v
             if env.enabled:  # the step's statistics over all ranks (same order everywhere)
                 merged: dict[str, float] = {}
                 for part in env.all_gather_object(stats_acc):

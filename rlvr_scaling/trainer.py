@@ -41,7 +41,7 @@ from .collect import Collector, derived_seed
 from .config import Config, Derived
 from .curvature import ThetaOldInstruments
 from .distributed import DistEnv, Parallel
-from .evaluation import Evaluator
+from .evaluation import Evaluator, full_needed
 from .logprobs import LogprobPhase
 from .noise import PerSampleNoise
 from .optimize import PolicyOptimizer
@@ -66,6 +66,11 @@ class TrainerState:
     metrics_lines: int = 0
     best_accuracy: float | None = None
     last_eval: dict[str, float] = field(default_factory=dict)
+    # the screened evaluation schedule (evaluation.py): full minus screen accuracy at each full
+    # evaluation, the previous screen, and the responses clock of the last full evaluation
+    screen_offsets: list[float] = field(default_factory=list)
+    screen_last: float | None = None
+    last_full_at: int = 0
 
 
 class Trainer:
@@ -125,6 +130,7 @@ class Trainer:
         self.stop_signal: int | None = None
         self.failure: dict[str, Any] | None = None
         self.resumed_from: str | None = None
+        self._screen_now: float | None = None  # the screen at the current evaluation point
         self.progress = ProgressDisplay(
             cfg.train.max_responses, cfg.run.progress and self.dist.is_main, log=log
         )
@@ -137,6 +143,8 @@ class Trainer:
         self._install_signal_handlers()
         self._write_status("running")
         if self.clocks.rollout == 0 and self.metrics.lines == 0:
+            if self.evaluator.screening:  # calibrates the screen against the step-0 evaluation
+                self._screen()
             self._evaluate_and_log(extra={f"derived/{k}": v for k, v in self.derived.as_dict().items()})
         state = "completed"
         while self.failure is None:
@@ -197,6 +205,10 @@ class Trainer:
             at_old.update(self.theta_old.after_steps(batch.perf))  # curvature along the update, when due
         flops = self.flop_meter.stop(self.dist)
         accounting.charge(self.clocks, batch, self.n_params, self.cfg, self.ref_model is not None, flops)
+        # an evaluation point: the screen (when the schedule is screened) runs now and is logged in this
+        # row as eval/screen_*; the full evaluation, when the screen asks for it, after the detectors
+        eval_due = self.failure is None and self.clocks.responses >= self.state.next_eval_at
+        screen = self._screen() if eval_due and self.evaluator.screening else {}
         row = {
             **accounting.training_row(batch, advantages, logps.entropy_mean, int(logps.needed.numel())),
             **logps.stats,  # engine/trainer mismatch and truncated-IS weights, when pi_old is recomputed
@@ -207,6 +219,7 @@ class Trainer:
             **{f"opt/{k}": v for k, v in self.optim.lr_rule.stats().items()},
             **{f"perf/{k}": round(v, 4) for k, v in batch.perf.items()},
             "perf/responses_per_s": len(batch.gen) / max(sum(batch.perf.values()), 1e-9),
+            **screen,
         }
         self._log_row(row)
         self.samples.write(batch, advantages, self.clocks, self.sinks)  # samples.jsonl, when due
@@ -217,8 +230,26 @@ class Trainer:
             rate=self.clocks.responses / max(self.clocks.wall_seconds, 1e-9),
         )
         self._detect(row)
-        if self.failure is None and self.clocks.responses >= self.state.next_eval_at:
-            self._evaluate_and_log()
+        if self.failure is None and eval_due:
+            if not screen or full_needed(
+                self.cfg.eval, self.state, screen["eval/screen_accuracy"], self.clocks.responses
+            ):
+                self._evaluate_and_log()
+            else:
+                self.state.next_eval_at = self.evaluator.next_at(self.clocks.responses)
+                self._screen_now = None
+            if screen:
+                self.state.screen_last = screen["eval/screen_accuracy"]
+
+    def _screen(self) -> dict[str, Any]:
+        """The evaluation screen at this point (evaluation.py), its responses on ``eval_responses``."""
+        with self.behaviour.current_policy():
+            screen = self.evaluator.screen()
+        self.clocks.eval_responses += screen["eval/screen_responses"]
+        self._screen_now = screen["eval/screen_accuracy"]
+        if self.clocks.rollout == 0:
+            self.state.screen_last = self._screen_now
+        return screen
 
     def _per_sample_noise(self, batch, advantages, logps, due: bool) -> dict[str, float]:
         """Exact per-sample gradient noise at theta_old (``per_sample_*``, logged under ``noise/``),
@@ -283,6 +314,10 @@ class Trainer:
             row = {**self.evaluator.evaluate(self.clocks.responses), **(extra or {})}
         self.clocks.eval_responses += row["eval/responses"]
         acc = row["eval/accuracy"]
+        if self._screen_now is not None:  # this point's screen: calibrates the screen against the full
+            self.state.screen_offsets.append(acc - self._screen_now)
+            self._screen_now = None
+        self.state.last_full_at = self.clocks.responses
         for a in self.cfg.eval.targets:
             key = _target_key(a)
             if self.state.targets.get(key) is None and acc >= a:
