@@ -1,6 +1,7 @@
 """Time one rollout cycle of the trainer against its raw parts timed alone.
 
     python benchmarks/cycle.py [--prompts 32] [--group 8] [--steps 8] [--cycles 5] [--threads 2]
+    python benchmarks/cycle.py --profile [--prompts 4] [--cycles 20] [--threads 1]
 
 Cycle: B = P*G responses (default 32*8 = 256), K = 8 optimizer steps, on the embedded default model
 and task (warm-started model from the cache; built on first use). The trainer's own rollout
@@ -8,6 +9,11 @@ and task (warm-started model from the cache; built on first use). The trainer's 
 whole, then each raw operation alone on the same kind of data: engine.generate, task.score, one no-grad
 forward for log-probs, K plain forward/backward/AdamW steps on B/K-response minibatches, and a
 checkpoint save. Reports medians over cycles and the ratio total / sum(raw parts); goal <= 1.1.
+
+``--profile``: instead, where the trainer's own cycles spend their time (instruments off, no
+evaluation): per phase (the cycle's ``perf/`` timers) and per optimizer step (the training forward,
+the backward, the step itself: gradient norm, clip, noise bookkeeping and AdamW, and the rest of the
+step's loop), then the torch profiler's top operators over the same cycles.
 """
 
 from __future__ import annotations
@@ -35,8 +41,12 @@ def main() -> None:
         help="let the trainer skip zero-advantage rows (exact, faster); off by default so that the "
         "trainer does the same work as the raw parts and the ratio measures overhead",
     )
+    ap.add_argument("--profile", action="store_true", help="per-phase and per-step profile (see above)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.profile:
+        profile(args)
+        return
 
     from rlvr_scaling.cli.compose import compose
     from rlvr_scaling.config import derive
@@ -130,6 +140,97 @@ def main() -> None:
         print(f"  (zero-advantage fraction of the last rollout: {zero:.2f}; the trainer skipped those rows,")
         print("   the raw parts train on all rows, so a ratio below 1 is the skipping's gain)")
     print(f"ratio={total / raw_sum:.3f}")
+
+
+def profile(args) -> None:
+    """Per-phase and per-optimizer-step time of the trainer's cycles (``--profile``)."""
+    import collections
+    import functools
+
+    import rlvr_scaling.optimize as optimize
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
+    from rlvr_scaling.run import build_components
+    from rlvr_scaling.trainer import Trainer
+
+    spent: dict[str, float] = collections.defaultdict(float)
+    calls: collections.Counter = collections.Counter()
+
+    def timed(owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        @functools.wraps(inner)
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                spent[label] += time.perf_counter() - t
+                calls[label] += 1
+
+        setattr(owner, name, wrapper)
+
+    timed(optimize.PolicyOptimizer, "run", "K steps (all)")
+    timed(optimize.PolicyOptimizer, "_forward", "forward")
+    timed(torch.Tensor, "backward", "backward")
+    timed(optimize.PolicyOptimizer, "_step", "step: norm, clip, noise, AdamW")
+    timed(torch.optim.AdamW, "step", "  of which AdamW")
+    timed(optimize.NoiseEstimator, "observe", "  of which noise bookkeeping")
+    timed(optimize, "policy_loss", "loss")
+    cfg = compose(
+        [
+            f"rollout.prompts_per_rollout={args.prompts}",
+            f"rollout.group_size={args.group}",
+            f"optim.steps_per_rollout={args.steps}",
+            "eval.every_responses=100000000",
+            "run.progress=false",
+            "noise.at_theta_old=false",
+            "noise.curvature_every_rollouts=0",
+        ]
+    )
+    d = derive(cfg)
+    comps = build_components(cfg, log=lambda *_: None)
+    run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))
+    trainer = Trainer(cfg, d, run_dir, comps, log=lambda *_: None)
+    trainer.state.next_eval_at = 1 << 60
+    for _ in range(3):  # warm-up
+        trainer._rollout()
+    spent.clear()
+    calls.clear()
+    t = time.perf_counter()
+    for _ in range(args.cycles):
+        trainer._rollout()
+    whole = (time.perf_counter() - t) / args.cycles
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()[-args.cycles :]]
+    steps = calls["step: norm, clip, noise, AdamW"]
+    print(
+        f"profile B={d.responses_per_rollout} (P={args.prompts}, G={args.group}), K={args.steps}, "
+        f"{args.threads} thread(s), {args.cycles} cycles: {whole:.4f} s a cycle "
+        f"({d.responses_per_rollout / whole:.0f} responses/s), {steps / args.cycles:.1f} steps a cycle"
+    )
+    print("  phases (mean s a cycle, share)")
+    for key in sorted(k for k in rows[-1] if k.startswith("perf/") and k.endswith("_s") and "per_s" not in k):
+        v = statistics.fmean(r.get(key, 0.0) for r in rows)
+        print(f"    {key[5:]:<22} {v:8.4f}  {v / whole:6.1%}")
+    per_step = {k: v / max(steps, 1) for k, v in spent.items()}
+    other = per_step["K steps (all)"] - sum(
+        per_step.get(k, 0.0) for k in ("forward", "backward", "step: norm, clip, noise, AdamW", "loss")
+    )
+    print("  per optimizer step (ms; forward/backward/loss run only on steps with non-zero-advantage rows)")
+    for k in ("forward", "backward", "loss", "step: norm, clip, noise, AdamW", "  of which AdamW"):
+        print(f"    {k:<34} {per_step.get(k, 0.0) * 1e3:7.2f}")
+    print(
+        f"    {'  of which noise bookkeeping':<34} {per_step.get('  of which noise bookkeeping', 0.0) * 1e3:7.2f}"
+    )
+    print(f"    {'rest of the loop':<34} {other * 1e3:7.2f}")
+    print(f"    {'all':<34} {per_step['K steps (all)'] * 1e3:7.2f}")
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(max(2, args.cycles // 4)):
+            trainer._rollout()
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
 
 
 if __name__ == "__main__":

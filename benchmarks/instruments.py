@@ -134,12 +134,18 @@ def main() -> None:
         print(f"    with the drift pass and curvature every {c:>2}: all instruments {total:.3f} of a cycle")
     # at the configured default cadences (conf/noise/default.yaml): what a default run pays per cycle
     nd, cd = defaults.at_theta_old_every_rollouts, defaults.curvature_every_rollouts
-    by_ratio = noise_cost / nd + (curv_cost / cd if cd else 0.0) + drift_share
-    by_timer = noise_share / nd + (curv_share / cd if cd else 0.0) + drift_share
-    print(
-        f"  at the defaults (noise every {nd}, curvature every {cd}, drift every rollout): all instruments "
-        f"{by_ratio:.3f} (whole-cycle ratios) / {by_timer:.3f} (in-cycle timers) of a cycle"
-    )
+    if nd is None or cd is None:  # a budgeted cadence: the budget is the instruments' share
+        print(
+            f"  at the defaults (noise and curvature within noise.budget = {defaults.budget:.0%} of the wall "
+            f"time, drift every rollout): all instruments ~{defaults.budget + drift_share:.3f} of a cycle"
+        )
+    else:
+        by_ratio = noise_cost / nd + (curv_cost / cd if cd else 0.0) + drift_share
+        by_timer = noise_share / nd + (curv_share / cd if cd else 0.0) + drift_share
+        print(
+            f"  at the defaults (noise every {nd}, curvature every {cd}, drift every rollout): all instruments "
+            f"{by_ratio:.3f} (whole-cycle ratios) / {by_timer:.3f} (in-cycle timers) of a cycle"
+        )
     measured = [r for name in ("noise", "curvature") for r in rows[name]]
 
     def scale(prefix: str) -> str:

@@ -144,8 +144,6 @@ class FlopMeter:
             return
         n, width = ids.shape
         mask = kwargs.get("attention_mask")
-        if mask is not None and mask.dim() != 2:  # a 4D mask (packed rows): every input token is real
-            mask = None
         real = mask[:, -width:].bool() if mask is not None else torch.ones_like(ids, dtype=torch.bool)
         pos = kwargs.get("position_ids")
         if pos is not None:

@@ -140,7 +140,7 @@ class EvalConfig:
     # Screened schedule (evaluation.py): at every point a screen on this many fixed problems (common
     # random numbers) decides whether the full evaluation runs; 0 = the full evaluation at every point
     # (also when the held-out set has fewer than twice as many problems)
-    screen_problems: int = 64
+    screen_problems: int = 0
     # the full evaluation runs when the screen's prediction is within this of a target not yet reached
     # (or this twice below the best full accuracy); >= 1 = at every point (the screen is still logged)
     screen_margin: float = 0.04

@@ -312,8 +312,42 @@ def power_iteration(hvp, v: list[torch.Tensor], iterations: int) -> tuple[float,
     return rayleigh, ([x / norm for x in v] if norm > 0 else None)
 
 
+class InstrumentBudget:
+    """The cadence of an instrument whose ``every_rollouts`` is left null: it measures on rollout 0 and
+    then whenever its seconds so far plus its last measurement's seconds stay within ``share`` of the
+    run's wall time so far (the trainer's clock, evaluations and checkpoints included), so that it
+    spends at most about that share, whatever B, K, the model or the machine. Measured online from the
+    phase timers: which rollouts measure depends on wall time (like ``perf/``), nothing else does; the
+    training trajectory does not depend on the instruments (an LR rule that reads them gets an explicit
+    cadence instead, see :class:`ThetaOldInstruments`). The totals are part of the checkpoint."""
+
+    def __init__(self, share: float):
+        self.share = share
+        self.spent = 0.0  # seconds of all measurements so far
+        self.last = 0.0  # seconds of the last measurement
+
+    def due(self, rollout: int, wall: float) -> bool:
+        return rollout == 0 or self.spent + self.last <= self.share * wall
+
+    def charge(self, seconds: float) -> None:
+        self.spent += seconds
+        self.last = seconds
+
+    def state_dict(self) -> dict[str, float]:
+        return {"spent": self.spent, "last": self.last}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.spent, self.last = float(state.get("spent", 0.0)), float(state.get("last", 0.0))
+
+
+# the cadences an LR rule that reads the noise estimates gets when they are left null (the previous
+# fixed defaults): its learning rates must not depend on wall time
+READ_BY_LR_EVERY = {"at_theta_old": 8, "curvature": 128}
+
+
 class ThetaOldInstruments:
-    """Noise at theta_old every rollout (when ``noise.at_theta_old``) and curvature when due."""
+    """Noise at theta_old (when ``noise.at_theta_old``) and curvature when due: on every n-th rollout
+    (``noise.*_every_rollouts``) or within ``noise.budget`` of the wall time (:class:`InstrumentBudget`)."""
 
     def __init__(self, cfg, model, device, dist, minibatch: float, strategy: str = "none"):
         self.cfg, self.model, self.device, self.dist = cfg, model, device, dist
@@ -321,6 +355,16 @@ class ThetaOldInstruments:
         self.on = noise.at_theta_old
         self.curvature_every = noise.curvature_every_rollouts
         self.every = noise.at_theta_old_every_rollouts
+        if getattr(cfg.lr, "rule", None) == "snr" and getattr(cfg.lr, "source", None) == "minibatch":
+            # the LR rule reads this rollout's estimates at theta_old: a fixed cadence keeps it reproducible
+            self.every = READ_BY_LR_EVERY["at_theta_old"] if self.every is None else self.every
+            if self.curvature_every is None:
+                self.curvature_every = READ_BY_LR_EVERY["curvature"]
+        budgeted = [x is None for x in (self.every, self.curvature_every)]
+        share = noise.budget / max(sum(budgeted), 1)
+        self.budget = {"noise": InstrumentBudget(share), "curvature": InstrumentBudget(share)}
+        self.wall = 0.0  # the run's wall time at the current rollout (set by the trainer)
+        self._due: tuple[int, bool, bool] | None = None  # (rollout, noise due, curvature due)
         self.hvp_kind = noise.hvp
         if self.hvp_kind == "auto":  # second derivatives in fp32 on one process; gradients otherwise
             fp32 = all(p.dtype == torch.float32 for p in model.parameters())
@@ -338,14 +382,41 @@ class ThetaOldInstruments:
     def describe(self) -> str:
         if not self.on:
             return "noise at theta_old: off"
-        curv = f"every {self.curvature_every} rollout(s)" if self.curvature_every else "off"
+
+        def cadence(every: int | None, name: str) -> str:
+            if every is None:
+                return f"within {self.budget[name].share:.1%} of the wall time"
+            return f"every {every} rollout(s)" if every else "off"
+
         return (
-            f"noise at theta_old: every {self.every} rollout(s), {self.prompts} prompts; "
-            f"curvature: {curv} ({self.hvp_kind})"
+            f"noise at theta_old: {cadence(self.every, 'noise')}, {self.prompts} prompts; "
+            f"curvature: {cadence(self.curvature_every, 'curvature')} ({self.hvp_kind})"
         )
 
+    def _decide(self, rollout: int) -> tuple[bool, bool]:
+        """(noise due, curvature due) on this rollout, decided once per rollout."""
+        if self._due is None or self._due[0] != rollout:
+            every, curv = self.every, self.curvature_every
+            c = self.on and (
+                self.budget["curvature"].due(rollout, self.wall)
+                if curv is None
+                else curv > 0 and rollout % curv == 0
+            )
+            n = self.on and (
+                self.budget["noise"].due(rollout, self.wall) if every is None else rollout % every == 0
+            )
+            self._due = (rollout, n, c)
+        return self._due[1], self._due[2]
+
     def curvature_due(self, rollout: int) -> bool:
-        return self.on and self.curvature_every > 0 and rollout % self.curvature_every == 0
+        return self._decide(rollout)[1]
+
+    def state_dict(self) -> dict:
+        return {name: b.state_dict() for name, b in self.budget.items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, b in self.budget.items():
+            b.load_state_dict(state.get(name, {}))
 
     # ------------------------------------------------------------------ before the K steps
 
@@ -396,7 +467,8 @@ class ThetaOldInstruments:
         """The noise estimates at theta_old (and curvature when due), logged under ``noise/`` and
         ``curv/``; the noise keys (without prefix) are also returned for the LR rule."""
         self._pending = None
-        if not self.on or not (rollout % self.every == 0 or self.curvature_due(rollout)):
+        noise_due, curvature_due = self._decide(rollout)
+        if not (noise_due or curvature_due):
             return {}
         t = time.perf_counter()
         design = design_cells(gen.prompt_index, self.prompts)
@@ -418,7 +490,8 @@ class ThetaOldInstruments:
                 for k, v in noise_row(cell_estimates(gram(cells, cells), design), self.minibatch).items()
             }
             perf["noise_theta_old_s"] = time.perf_counter() - t
-            if self.curvature_due(rollout):
+            self.budget["noise"].charge(perf["noise_theta_old_s"])
+            if curvature_due:
                 t = time.perf_counter()
                 # the Hessian of the sum of the cells' objectives is that of one objective over their
                 # rows: one pass per Hessian-vector product instead of one per cell
@@ -503,6 +576,7 @@ class ThetaOldInstruments:
         u = [p.detach().float() - s.float() for p, s in zip(objectives[0].params, theta0)]
         uu = _dot(u, u)
         perf["curvature_s"] = perf.get("curvature_s", 0.0) + time.perf_counter() - t
+        self.budget["curvature"].charge(perf["curvature_s"])  # the measurement's both parts
         if uu == 0:
             return {"curv/uHu": math.nan}
         return {

@@ -9,8 +9,8 @@ log R needs. ``eval/accuracy`` is pass@1: greedy
 (``eval.samples: 0``) or the mean over ``eval.samples`` samples per problem at the rollout temperature.
 Validation responses are counted on ``eval_responses``, never on the training clocks.
 
-**Screened schedule** (``eval.screen_problems`` > 0, the default, and at most half the held-out
-set): at every point a *screen* runs
+**Screened schedule** (``eval.screen_problems`` > 0, at most half the held-out set; off by default:
+on the embedded default it keeps too few brackets for what it saves, ``docs/speed.md``): at every point a *screen* runs
 first, the same pass@1 on a fixed subset of the held-out problems with common random numbers (the same
 sampling keys at every point, so that two screens differ by what the policy changed, not by the draw),
 logged in the rollout's row as ``eval/screen_accuracy`` (never ``eval/accuracy``). The full evaluation

@@ -59,8 +59,13 @@ class NoiseParams:
     # (curvature.py); off: those keys are not logged (the multistep_* estimates still are)
     at_theta_old: bool = True
     prompts_at_theta_old: int = 0  # prompts in its subsample (0: B / (K G), one minibatch's worth, >= 2)
-    at_theta_old_every_rollouts: int = 8  # on every n-th rollout (and whenever curvature runs)
-    curvature_every_rollouts: int = 128  # curv/... on every n-th rollout (0: off); needs at_theta_old
+    # the cadences: on every n-th rollout (noise also whenever curvature runs; curvature 0 = off), or
+    # null = from `budget` (curvature.InstrumentBudget); curvature needs at_theta_old
+    at_theta_old_every_rollouts: int | None = None
+    curvature_every_rollouts: int | None = None
+    # the fraction of the run's wall time that the cadences left null may spend (shared equally): a
+    # measurement runs when the instrument's seconds so far plus its last cost stay within its share
+    budget: float = 0.03
     hvp: str = "auto"  # double_backward | finite_difference | auto (double backward in one fp32 process)
     hvp_eps: float = (
         1e-4  # finite-difference step h = hvp_eps * |theta| / |v| (above the weights' dtype resolution)
@@ -78,11 +83,13 @@ class NoiseParams:
             raise ConfigError(
                 f"{prefix}.prompts_at_theta_old must be 0 (auto) or >= 2 (got {self.prompts_at_theta_old})"
             )
-        if self.at_theta_old_every_rollouts < 1:
+        if self.at_theta_old_every_rollouts is not None and self.at_theta_old_every_rollouts < 1:
             raise ConfigError(
-                f"{prefix}.at_theta_old_every_rollouts must be >= 1 (got {self.at_theta_old_every_rollouts})"
+                f"{prefix}.at_theta_old_every_rollouts must be >= 1 or null (got {self.at_theta_old_every_rollouts})"
             )
-        if self.curvature_every_rollouts < 0:
+        if not 0 < self.budget < 1:
+            raise ConfigError(f"{prefix}.budget must be a fraction in (0, 1) (got {self.budget})")
+        if self.curvature_every_rollouts is not None and self.curvature_every_rollouts < 0:
             raise ConfigError(
                 f"{prefix}.curvature_every_rollouts must be >= 0 (got {self.curvature_every_rollouts})"
             )

@@ -128,7 +128,8 @@ def completion_logprobs_packed(
 ) -> torch.Tensor:
     """What :func:`completion_logprobs` computes on the same rows, without padding: the rows' real
     tokens are packed into sequences of at most ``max_tokens`` (whole rows) with position ids
-    restarting at every row and a block-causal mask, so that the model attends only within each row, and logits are taken only at the positions that
+    restarting at every row, which makes the model attend only within each row (transformers builds
+    the block-causal mask from the position ids), and logits are taken only at the positions that
     predict a completion token. The same forward and gradient, up to float rounding, with no compute
     on padding (a minibatch of responses of unequal lengths is ~20 % padding on the default task).
     The cap keeps the packed attention mask (quadratic in the packed length) small. Returns [n, Lc]
@@ -165,26 +166,7 @@ def _packed_chunk(model, input_ids, mask, prompt_width: int, temperature: float,
     valid = t[None, :] < c_len[:, None]
     predicting = (starts + p_len - 1)[:, None] + t[None, :]  # the position whose logits predict token t
     keep = predicting[valid]
-    extra = {}
-    if getattr(model.config, "_attn_implementation", None) in ("sdpa", "eager"):
-        # the block-causal mask transformers would build from the position ids, built here in three
-        # operations (its general mask machinery costs ~1 ms a call, a training step's forward ~10 ms
-        # on the embedded model): the same boolean mask, so the same attention, bit for bit. Other
-        # implementations (flash attention's varlen kernels) keep their own packed path.
-        extra["attention_mask"] = packed_attention_mask(lengths)
-    out = model(
-        input_ids=flat[None], position_ids=positions[None], use_cache=False, logits_to_keep=keep, **extra
-    )
+    out = model(input_ids=flat[None], position_ids=positions[None], use_cache=False, logits_to_keep=keep)
     lp, _ = token_logprobs(out.logits[0], flat[keep + 1], temperature)
     rows, cols = valid.nonzero(as_tuple=True)
     return torch.zeros((n, lc), dtype=lp.dtype, device=device).index_put((rows, cols), lp)
-
-
-def packed_attention_mask(lengths: torch.Tensor) -> torch.Tensor:
-    """The block-causal boolean mask [1, 1, T, T] of rows of ``lengths`` tokens packed into one
-    sequence of T = sum(lengths): a token attends to the tokens of its own row up to itself (what
-    transformers derives from position ids restarting at every row)."""
-    row = torch.arange(lengths.numel(), device=lengths.device).repeat_interleave(lengths)
-    total = row.numel()
-    causal = torch.ones(total, total, dtype=torch.bool, device=lengths.device).tril_()
-    return ((row[:, None] == row[None, :]) & causal)[None, None]

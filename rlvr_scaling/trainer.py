@@ -143,9 +143,11 @@ class Trainer:
         self._install_signal_handlers()
         self._write_status("running")
         if self.clocks.rollout == 0 and self.metrics.lines == 0:
-            if self.evaluator.screening:  # calibrates the screen against the step-0 evaluation
-                self._screen()
-            self._evaluate_and_log(extra={f"derived/{k}": v for k, v in self.derived.as_dict().items()})
+            # the step-0 screen calibrates the screen against the step-0 evaluation (logged in its row)
+            screen = self._screen() if self.evaluator.screening else {}
+            self._evaluate_and_log(
+                extra={**{f"derived/{k}": v for k, v in self.derived.as_dict().items()}, **screen}
+            )
         state = "completed"
         while self.failure is None:
             if self.clocks.responses >= self.cfg.train.max_responses:
@@ -187,6 +189,8 @@ class Trainer:
         logps = self.logprobs.compute(batch.gen, plan, all_rows=noise_due)  # pi_old, pi_ref, entropy
         batch.perf["old_logprob_s"] = time.perf_counter() - t
         per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)  # at theta_old
+        self.clocks.tick()
+        self.theta_old.wall = self.clocks.wall_seconds  # what a budgeted cadence compares its spending with
         with self.flop_meter.paused():  # noise/ and curv/ at theta_old (instruments: not on the clock)
             at_old = self.theta_old.before_steps(batch.gen, advantages, r, batch.perf)
         estimates = {k.removeprefix("noise/"): v for k, v in at_old.items() if k.startswith("noise/")}
@@ -387,6 +391,7 @@ class Trainer:
             "detectors": self.monitor.state_dict(),
             "collector": self.collector.state_dict(),
             "behaviour": self.behaviour.state_dict(),
+            "instruments": self.theta_old.state_dict(),  # a budgeted cadence's spending so far
             **self.optim.state_dict(),
         }
 
@@ -422,6 +427,7 @@ class Trainer:
         self.collector.load_state_dict(saved.get("collector", {}))
         self.behaviour.load(path, saved.get("behaviour"))
         self.theta_old.load(path)  # the curvature power iteration's warm start
+        self.theta_old.load_state_dict(saved.get("instruments", {}))
         self.metrics.truncate(self.state.metrics_lines)
         self.resumed_from = path.name
         self.log(

@@ -50,6 +50,9 @@ def tiny_config(cache_dir, **overrides):
     cfg.eval.samples = 0
     cfg.eval.targets = [0.05, 0.9]
     cfg.train.max_responses = 64
+    # fixed instrument cadences (a budgeted one depends on wall time): rows comparable between runs
+    cfg.noise.at_theta_old_every_rollouts = 8
+    cfg.noise.curvature_every_rollouts = 128
     cfg.run.cache_dir = str(cache_dir)
     cfg.run.checkpoint_every_rollouts = 2
     cfg.run.progress = False

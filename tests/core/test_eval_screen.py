@@ -68,9 +68,10 @@ def test_screening_changes_only_which_points_run_the_full_evaluation(cache_dir, 
     )
     # a screen at every point (margin >= 1): the full evaluations all run; rows equal but for the screen
     assert [_stable(r) for r in every] == [_stable(r) for r in full]
-    screens = [r for r in every if "eval/screen_accuracy" in r]
-    assert len(screens) == sum("eval/accuracy" in r for r in full) - 1  # every point but step 0
-    assert all("eval/accuracy" not in r and "train/reward_mean" in r for r in screens)
+    screens = [r for r in every if "eval/screen_accuracy" in r and "eval/accuracy" not in r]
+    assert len(screens) == sum("eval/accuracy" in r for r in full) - 1  # every point but step 0, which
+    assert "eval/screen_accuracy" in every[0] and "eval/accuracy" in every[0]  # logs it with its evaluation
+    assert all("train/reward_mean" in r for r in screens)  # in the rollout's row, never as eval/accuracy
     assert all(r["eval/screen_responses"] == 8 and r["eval/screen_problems"] == 4 for r in screens)
     # screened: the same training rows, and each full evaluation it ran is the unscreened one's row
     train_rows = lambda rows: [_stable(r) for r in rows if "train/reward_mean" in r]  # noqa: E731

@@ -283,33 +283,3 @@ def test_packed_forward_equals_the_padded_one(cache_dir, components, tmp_path, m
     assert lp0.shape == lp1.shape and float(comp.sum()) > 0
     torch.testing.assert_close(lp1, lp0, rtol=0, atol=1e-5)
     torch.testing.assert_close(g1, g0, rtol=1e-4, atol=1e-6)
-
-
-def test_packed_mask_is_the_one_transformers_builds(cache_dir, components, tmp_path):
-    """The packed forward's own block-causal mask gives transformers' result from the position ids
-    alone bit for bit: logits and gradients equal, not just close."""
-    from rlvr_scaling.policy import packed_attention_mask
-
-    model = _trainer(tiny_config(cache_dir), components, tmp_path).model
-    lengths = torch.tensor([5, 7, 3, 6])
-    flat = torch.randint(3, model.config.vocab_size, (1, int(lengths.sum())))
-    starts = torch.cumsum(lengths, 0) - lengths
-    positions = (torch.arange(flat.numel()) - starts.repeat_interleave(lengths))[None]
-    results = []
-    for mask in (None, packed_attention_mask(lengths)):
-        model.zero_grad()
-        logits = model(input_ids=flat, position_ids=positions, attention_mask=mask, use_cache=False).logits
-        logits.square().sum().backward()
-        results.append((logits.detach(), [p.grad.clone() for p in model.parameters()]))
-    (l0, g0), (l1, g1) = results
-    assert torch.equal(l0, l1)
-    assert all(torch.equal(a, b) for a, b in zip(g0, g1))
-    # and it is the block-causal mask: row 1's first token sees itself only, not row 0
-    m = packed_attention_mask(lengths)[0, 0]
-    assert (
-        m[5, 5]
-        and not m[5, 4]
-        and m[11, 5]
-        and not m[5, 11]
-        and int(m.sum()) == sum(n * (n + 1) // 2 for n in lengths.tolist())
-    )
