@@ -134,13 +134,16 @@ def main() -> None:
 
 
 def _train_rows(rows: list[dict]) -> list[dict]:
-    """Training rows without the wall-clock and screen fields (what screening may change)."""
+    """Training rows without the wall-clock and screen fields (what screening may change) and the noise
+    and curvature instruments at theta_old (with budgeted cadences, which rollouts carry them depends on
+    wall time)."""
     drop = ("wall_seconds", "eval_responses")
-    return [
-        {k: v for k, v in r.items() if k not in drop and not k.startswith(("perf/", "eval/screen"))}
-        for r in rows
-        if "train/reward_mean" in r
-    ]
+
+    def kept(k: str) -> bool:
+        at_old = k.startswith("curv/") or (k.startswith("noise/") and not k.startswith("noise/multistep"))
+        return k not in drop and not at_old and not k.startswith(("perf/", "eval/screen"))
+
+    return [{k: v for k, v in r.items() if kept(k)} for r in rows if "train/reward_mean" in r]
 
 
 def compare(recorded, screened_dir: Path, targets) -> None:

@@ -313,21 +313,26 @@ def power_iteration(hvp, v: list[torch.Tensor], iterations: int) -> tuple[float,
 
 
 class InstrumentBudget:
-    """The cadence of an instrument whose ``every_rollouts`` is left null: it measures on rollout 0 and
-    then whenever its seconds so far plus its last measurement's seconds stay within ``share`` of the
-    run's wall time so far (the trainer's clock, evaluations and checkpoints included), so that it
-    spends at most about that share, whatever B, K, the model or the machine. Measured online from the
-    phase timers: which rollouts measure depends on wall time (like ``perf/``), nothing else does; the
-    training trajectory does not depend on the instruments (an LR rule that reads them gets an explicit
-    cadence instead, see :class:`ThetaOldInstruments`). The totals are part of the checkpoint."""
+    """The cadence of an instrument whose ``every_rollouts`` is left null: it measures whenever its
+    seconds so far plus the expected seconds of one more measurement stay within ``share`` of the
+    run's wall time so far (the trainer's clock: evaluations and checkpoints included), so that it
+    spends at most that share, whatever B, K, the model or the machine. The expected seconds are those
+    of its last measurement; before the first, ``prior_cycles`` times the last rollout's seconds (what
+    a measurement cost in docs/theory.md, "Cost and checks"), so a run too short to afford even one
+    measurement makes none. Measured online from the phase timers: which rollouts measure depends on
+    wall time (like ``perf/``), nothing else does; the training trajectory does not depend on the
+    instruments (an LR rule that reads them gets a fixed cadence, see :class:`ThetaOldInstruments`).
+    The totals are part of the checkpoint."""
 
-    def __init__(self, share: float):
-        self.share = share
+    def __init__(self, share: float, prior_cycles: float):
+        self.share, self.prior_cycles = share, prior_cycles
         self.spent = 0.0  # seconds of all measurements so far
-        self.last = 0.0  # seconds of the last measurement
+        self.last = 0.0  # seconds of the last measurement (0: none yet)
 
-    def due(self, rollout: int, wall: float) -> bool:
-        return rollout == 0 or self.spent + self.last <= self.share * wall
+    def due(self, wall: float, cycle: float) -> bool:
+        """``wall``: the run's wall time so far; ``cycle``: the last rollout's seconds (0: none yet)."""
+        expected = self.last if self.last > 0 else self.prior_cycles * cycle
+        return expected > 0 and self.spent + expected <= self.share * wall
 
     def charge(self, seconds: float) -> None:
         self.spent += seconds
@@ -340,6 +345,9 @@ class InstrumentBudget:
         self.spent, self.last = float(state.get("spent", 0.0)), float(state.get("last", 0.0))
 
 
+# the expected cost of a first measurement, in rollouts (docs/theory.md, "Cost and checks": noise at
+# theta_old 0.21-0.33 of a cycle, a curvature measurement 1.8-2.7 cycles), rounded up
+PRIOR_CYCLES = {"noise": 0.35, "curvature": 3.0}
 # the cadences an LR rule that reads the noise estimates gets when they are left null (the previous
 # fixed defaults): its learning rates must not depend on wall time
 READ_BY_LR_EVERY = {"at_theta_old": 8, "curvature": 128}
@@ -362,8 +370,9 @@ class ThetaOldInstruments:
                 self.curvature_every = READ_BY_LR_EVERY["curvature"]
         budgeted = [x is None for x in (self.every, self.curvature_every)]
         share = noise.budget / max(sum(budgeted), 1)
-        self.budget = {"noise": InstrumentBudget(share), "curvature": InstrumentBudget(share)}
+        self.budget = {name: InstrumentBudget(share, prior) for name, prior in PRIOR_CYCLES.items()}
         self.wall = 0.0  # the run's wall time at the current rollout (set by the trainer)
+        self.cycle = 0.0  # the last rollout's seconds (set by the trainer; 0 before the first)
         self._due: tuple[int, bool, bool] | None = None  # (rollout, noise due, curvature due)
         self.hvp_kind = noise.hvp
         if self.hvp_kind == "auto":  # second derivatives in fp32 on one process; gradients otherwise
@@ -398,12 +407,12 @@ class ThetaOldInstruments:
         if self._due is None or self._due[0] != rollout:
             every, curv = self.every, self.curvature_every
             c = self.on and (
-                self.budget["curvature"].due(rollout, self.wall)
+                self.budget["curvature"].due(self.wall, self.cycle)
                 if curv is None
                 else curv > 0 and rollout % curv == 0
             )
             n = self.on and (
-                self.budget["noise"].due(rollout, self.wall) if every is None else rollout % every == 0
+                self.budget["noise"].due(self.wall, self.cycle) if every is None else rollout % every == 0
             )
             self._due = (rollout, n, c)
         return self._due[1], self._due[2]

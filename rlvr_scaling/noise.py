@@ -64,7 +64,7 @@ class NoiseParams:
     at_theta_old_every_rollouts: int | None = None
     curvature_every_rollouts: int | None = None
     # the fraction of the run's wall time that the cadences left null may spend (shared equally): a
-    # measurement runs when the instrument's seconds so far plus its last cost stay within its share
+    # measurement runs when the instrument's seconds so far plus its expected cost stay within its share
     budget: float = 0.03
     hvp: str = "auto"  # double_backward | finite_difference | auto (double backward in one fp32 process)
     hvp_eps: float = (

@@ -131,6 +131,7 @@ class Trainer:
         self.failure: dict[str, Any] | None = None
         self.resumed_from: str | None = None
         self._screen_now: float | None = None  # the screen at the current evaluation point
+        self._last_rollout_s = 0.0  # the last rollout's seconds (a budgeted instrument's first cost)
         self.progress = ProgressDisplay(
             cfg.train.max_responses, cfg.run.progress and self.dist.is_main, log=log
         )
@@ -179,6 +180,7 @@ class Trainer:
 
     def _rollout(self) -> None:
         r = self.clocks.rollout
+        started = time.perf_counter()
         self.flop_meter.start()  # the `flops` clock: the work of the passes that run until `account`
         batch = self.collector.collect(r)  # allocate + generate + score
         advantages, adv_row = self.advantage_phase.compute(batch)  # (+ optimal-baseline weights)
@@ -191,6 +193,7 @@ class Trainer:
         per_sample = self._per_sample_noise(batch, advantages, logps, noise_due)  # at theta_old
         self.clocks.tick()
         self.theta_old.wall = self.clocks.wall_seconds  # what a budgeted cadence compares its spending with
+        self.theta_old.cycle = self._last_rollout_s
         with self.flop_meter.paused():  # noise/ and curv/ at theta_old (instruments: not on the clock)
             at_old = self.theta_old.before_steps(batch.gen, advantages, r, batch.perf)
         estimates = {k.removeprefix("noise/"): v for k, v in at_old.items() if k.startswith("noise/")}
@@ -234,6 +237,7 @@ class Trainer:
             rate=self.clocks.responses / max(self.clocks.wall_seconds, 1e-9),
         )
         self._detect(row)
+        self._last_rollout_s = time.perf_counter() - started  # (before the evaluation)
         if self.failure is None and eval_due:
             if not screen or full_needed(
                 self.cfg.eval, self.state, screen["eval/screen_accuracy"], self.clocks.responses
