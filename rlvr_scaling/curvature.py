@@ -414,6 +414,9 @@ class ThetaOldInstruments:
             n = self.on and (
                 self.budget["noise"].due(self.wall, self.cycle) if every is None else rollout % every == 0
             )
+            if self.on and None in (every, curv) and self.dist is not None and self.dist.enabled:
+                # the ranks' timers differ: one decision for all (the passes all-reduce), due if any says so
+                n, c = (x > 0 for x in self.dist.all_reduce_sum([float(n), float(c)]))
             self._due = (rollout, n, c)
         return self._due[1], self._due[2]
 

@@ -50,8 +50,11 @@ def tiny(cache_dir: Path) -> list[str]:
         "run.progress=false",
         f"run.cache_dir={cache_dir}",
         # curvature (curv/...) on the first rollout, by the Hessian-vector products every world size can
-        # run; tests/core/test_curvature.py compares them with double backward
+        # run; tests/core/test_curvature.py compares them with double backward. Fixed cadences: budgeted
+        # ones (the default) depend on each run's wall time
         "noise.hvp=finite_difference",
+        "noise.at_theta_old_every_rollouts=8",
+        "noise.curvature_every_rollouts=128",
     ]
 
 

@@ -30,7 +30,13 @@ def tiny(cache_dir: Path, prompts: int | None = 4) -> list[str]:
 
 def _rows(run_dir: Path) -> list[dict]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != "wall_seconds" and not k.startswith("perf/")} for r in rows]
+
+    # (the noise-at-theta_old and curvature keys too: their default cadence is budgeted on wall time)
+    def kept(k: str) -> bool:
+        at_old = k.startswith("curv/") or (k.startswith("noise/") and not k.startswith("noise/multistep"))
+        return k != "wall_seconds" and not k.startswith("perf/") and not at_old
+
+    return [{k: v for k, v in r.items() if kept(k)} for r in rows]
 
 
 def _env():
