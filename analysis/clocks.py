@@ -1,6 +1,6 @@
 """Per-run clocks: responses-to-target and responses-to-failure, recomputed from the metrics rows.
 
-For each run (DESIGN.md §3):
+For each run (docs/design.md §3):
 
 * **Responses-to-target** ``R_T(a)``: the true crossing lies between the last evaluation below ``a``
   and the first evaluation with ``eval/accuracy >= a``. By default (``crossing="interval"``) the run
