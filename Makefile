@@ -4,7 +4,7 @@
 #   make test-oldest         # a subset on the oldest torch/transformers pyproject.toml claims (own venv)
 #   make run ARGS="-m sweeps=demo"   # any rlvr-train arguments
 #   make study               # the reference study (rlvr-study studies/reference.yaml) and its analysis
-#   make figures             # the README's figures (docs/figures/) from the study's run directories
+#   make figures             # the reference study's figures (docs/figures/, shown in docs/study.md)
 #   make gpu-wheels          # the wheel folder scripts/gpu_check.sh installs on an offline GPU node
 VENV ?= .venv
 PYTHON ?= python3
@@ -81,7 +81,7 @@ study: install
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	@echo "report: results/study/report.md"
 
-# The figures the README shows, regenerated from the study's run directories.
+# The figures docs/study.md shows ("The reference study"), regenerated from the study's run directories.
 figures: install
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	mkdir -p docs/figures
