@@ -107,12 +107,12 @@ def check_config(study) -> tuple[float, int]:
     run budget (``train.max_responses``) and the group size G."""
     from omegaconf import OmegaConf
 
-    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.cli.compose import REPO_ROOT, compose
     from rlvr_scaling.config import validate
     from rlvr_scaling.errors import ConfigError
 
     budgets, groups = set(), set()
-    if study.sweep and not (Path(__file__).resolve().parents[2] / "sweeps" / f"{study.sweep}.yaml").is_file():
+    if study.sweep and not (REPO_ROOT / "sweeps" / f"{study.sweep}.yaml").is_file():
         raise SystemExit(f"rlvr-study: sweep: no sweeps/{study.sweep}.yaml")
     for i in range(len(study.conditions)):
         for p in (study.sizes[0], study.sizes[-1]):
