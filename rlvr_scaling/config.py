@@ -32,7 +32,7 @@ from .algorithms.loss import LossConfig
 from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
-from .noise import NoiseParams
+from .noise_config import NoiseParams
 from .samples import SamplesConfig
 
 
@@ -262,6 +262,23 @@ class Derived:
         return dataclasses.asdict(self)
 
 
+def check_logprob_config(cfg, engine: str) -> None:
+    """Start-up checks of where pi_old comes from (``engine``: what rollout.engine resolves to); the
+    log-prob phase that reads ``optim.old_logprobs`` is ``logprobs.py``."""
+    mode = cfg.optim.old_logprobs
+    if mode == "behaviour" and engine == "vllm" and cfg.rollout.top_p < 1:
+        raise ConfigError(
+            f"optim.old_logprobs=behaviour with rollout.engine=vllm and rollout.top_p={cfg.rollout.top_p:g} < 1: "
+            "vLLM reports log-probs renormalised over the nucleus, not the policy's softmax(logits / T); "
+            "use optim.old_logprobs=recompute (or auto)"
+        )
+    if mode == "behaviour" and cfg.loss.tis is not None:
+        raise ConfigError(
+            f"loss.tis={cfg.loss.tis} weights pi_old(recomputed) / pi_engine, which is 1 by construction with "
+            "optim.old_logprobs=behaviour: use optim.old_logprobs=recompute (or auto)"
+        )
+
+
 def validate(cfg: Config) -> None:
     """Every rule composition cannot check, before any model is loaded. Raises ConfigError."""
     from .engines import ENGINE_NAMES
@@ -276,7 +293,6 @@ def validate(cfg: Config) -> None:
     cfg.optim.validate()
     cfg.loss.validate()
     from .engines import resolve_engine
-    from .logprobs import check_logprob_config
 
     check_logprob_config(cfg, resolve_engine(cfg.rollout.engine, cfg.run.device))
     cfg.eval.validate()
