@@ -67,6 +67,7 @@ FIRST_UPDATES = 2  # rollouts: "unstable at the first updates" fails within thes
 _CHI2_1 = 3.841458820694124  # chi^2_1 0.95 quantile
 _ETA_MIN, _ETA_MAX = -40.0, 12.0  # log mu bounds: h from ~4e-18 to 1 (no overflow in exp)
 _SLOPE_MAX = 25.0  # |b| beyond this is taken as unbounded (the likelihood runs off to infinity)
+_A_MAX = 60.0  # the box of the intercept (log B centred) in the Newton iterations
 
 HAZARD_COLUMNS = [
     "condition",
@@ -212,19 +213,22 @@ def _newton(x, c, w, failed, W, fixed_slope=None, max_iter=200):
             da, db = -ga / np.minimum(haa, -1e-12), np.zeros(R)
         scale = np.minimum(1.0, 5.0 / np.maximum(np.abs(da) + np.abs(db), 1e-300))  # cap the step
         step = np.ones(R) * scale
-        new_ll = ll
         for _half in range(30):
-            na, nb = a + step * da, b + step * db
+            # a box keeps a replicate whose likelihood runs off to infinity (a hazard of 0 or 1 at all
+            # sizes but one) finite; its slope ends beyond _SLOPE_MAX and is reported as infinite
+            na = np.clip(a + step * da, -_A_MAX, _A_MAX)
+            nb = np.clip(b + step * db, -_SLOPE_MAX - 1, _SLOPE_MAX + 1)
             new_ll, nd1, nd2 = total(na, nb)
             better = new_ll >= ll - 1e-12
             if better.all():
                 break
             step = np.where(better, step, step / 2)
-        accept = new_ll >= ll - 1e-12
-        a, b = np.where(accept, na, a), np.where(accept, nb, b)
-        moved = np.abs(np.where(accept, step * da, 0)) + np.abs(np.where(accept, step * db, 0))
-        ll, d1, d2 = total(a, b)
-        if (moved < 1e-10).all() or (np.abs(b) > _SLOPE_MAX).all():
+        moved = np.where(better, np.abs(na - a) + np.abs(nb - b), 0.0)
+        a, b = np.where(better, na, a), np.where(better, nb, b)
+        ll = np.where(better, new_ll, ll)
+        d1 = np.where(better[:, None], nd1, d1)
+        d2 = np.where(better[:, None], nd2, d2)
+        if (moved < 1e-10).all():
             break
     b = np.where(np.abs(b) > _SLOPE_MAX, np.copysign(np.inf, b), b)
     return a, b, ll
@@ -268,7 +272,7 @@ def size_hazard(times: pd.DataFrame) -> tuple[float, float, float]:
     x = np.zeros_like(c)
     a, _, top = _newton(x, c, w, failed, np.ones((1, c.size)), fixed_slope=np.zeros(1))
     eta_hat, top = float(a[0]), float(top[0])
-    if eta_hat >= _ETA_MAX - 1e-6:
+    if eta_hat >= _ETA_MAX - 1e-6:  # every run failed in its first possible rollout: h = 1
         eta_hat, top = math.inf, ll(_ETA_MAX)
     cut = top - _CHI2_1 / 2
     lo_eta = (
@@ -417,7 +421,8 @@ def truncated_gamma(runs: pd.DataFrame, t0: int = FIRST_UPDATES) -> dict:
     def prof(g: float) -> float:
         f = lambda p: _truncated_negll((p[0], g, p[1]), xc, lo, hi, trunc)  # noqa: E731
         res = minimize(f, [best.x[0], best.x[2]], method="BFGS")
-        return -float(res.fun) - cut
+        value = -float(res.fun) - cut
+        return value if math.isfinite(value) else -1.0  # a failed fit counts as outside
 
     bounds_out = []
     for direction in (-1.0, 1.0):
@@ -474,8 +479,12 @@ def hazard_tables(
     if clock:
         return *empty, [f"hazard tables empty: {clock}"]
     fitted = runs[runs["in_fit"].astype(bool)] if "in_fit" in runs else runs
+    timed = np.isfinite(fitted["failure"].to_numpy(float)) & (fitted["B"].to_numpy(float) > 0)
+    if not timed.all():
+        notes.append(f"{int((~timed).sum())} run(s) without a failure clock or B left out")
+        fitted = fitted[timed]
     if not (~fitted["failure:censored"].astype(bool)).any():
-        return *empty, ["no run failed: the hazard tables (hazard.csv, hazard_fit.csv) are empty"]
+        return *empty, [*notes, "no run failed: the hazard tables (hazard.csv, hazard_fit.csv) are empty"]
     gam = {}
     if exponents is not None and len(exponents):
         for r in exponents[exponents["clock"] == "failure"].itertuples():
