@@ -214,7 +214,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
     trend = trend_table(exponents, fits, common, tables.varying_keys)
-    hazard = hazard_tables(tables, exponents, n_boot=args.bootstrap, seed=args.seed)
+    hazard = hazard_tables(tables, exponents, n_boot=args.bootstrap, seed=args.seed, resample=args.resample)
     sig = (
         None
         if args.no_sigmoid

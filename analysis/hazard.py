@@ -61,6 +61,7 @@ from scipy.optimize import brentq, minimize
 from scipy.special import log_ndtr, stdtrit
 from scipy.stats import beta as beta_dist
 
+from analysis.blocks import resample_weights
 from analysis.fit import log_ndtr_diff, stratified_weights
 
 FIRST_UPDATES = 2  # rollouts: "unstable at the first updates" fails within these
@@ -103,6 +104,7 @@ FIT_COLUMNS = [
     "boot_low",
     "boot_high",
     "n_boot",
+    "resampling",
     "intercept",
     "gamma_constant_hazard",
     "gamma_constant_hazard_low",
@@ -298,12 +300,14 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 # ---- across sizes: the cloglog slope ---------------------------------------------------------------
 
 
-def cloglog_fit(times: pd.DataFrame, sizes, n_boot: int = 0, seed: int = 0) -> dict:
+def cloglog_fit(times: pd.DataFrame, sizes, n_boot: int = 0, seed: int = 0, weights=None) -> dict:
     """The cloglog model ``log μ = a + b log B`` over one condition's runs: ``slope`` b, ``intercept``
     a (at log B = 0), the profile-likelihood interval ``slope_low``/``slope_high`` (χ²₁, 95 %; a side
     that does not close within ±25 is infinite), and with ``n_boot`` the percentile interval over
     resamples of runs within each size (``boot_low``/``boot_high``). ``note`` says why the slope is
-    not identified (fewer than two sizes, no failure)."""
+    not identified (fewer than two sizes, no failure). ``weights`` (``[n_boot, n_runs]`` resampling
+    counts, e.g. seed blocks from :func:`analysis.blocks.resample_weights`) replace the within-size
+    resamples."""
     B = np.asarray(sizes, float)
     out = dict(slope=math.nan, slope_low=math.nan, slope_high=math.nan, boot_low=math.nan)
     out.update(boot_high=math.nan, n_boot=0, intercept=math.nan, note="")
@@ -326,9 +330,8 @@ def cloglog_fit(times: pd.DataFrame, sizes, n_boot: int = 0, seed: int = 0) -> d
         out["slope_low"], out["slope_high"] = (-math.inf, math.inf)
     else:
         out["slope_low"], out["slope_high"] = _profile_interval(xc, c, w, failed, slope, top)
-    if n_boot > 0:
-        rng = np.random.default_rng(seed)
-        W = stratified_weights(B, n_boot, rng)
+    if weights is not None or n_boot > 0:
+        W = weights if weights is not None else stratified_weights(B, n_boot, np.random.default_rng(seed))
         _, bb, _ = _newton(xc, c, w, failed, W)
         has = (W @ failed.astype(float)) > 0
         bb = np.where(has, bb, np.nan)  # a resample without a failure has no slope
@@ -457,15 +460,17 @@ def _clock_note(runs: pd.DataFrame) -> str:
 
 
 def hazard_tables(
-    tables, exponents: pd.DataFrame | None = None, n_boot: int = 0, seed: int = 0
+    tables, exponents: pd.DataFrame | None = None, n_boot: int = 0, seed: int = 0, resample: str = "runs"
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """``(hazard, hazard_fit, notes)`` for every condition of ``tables`` (runs in the fits only).
 
     ``hazard``: one row per condition and size (columns ``HAZARD_COLUMNS`` plus the varying condition
     keys after ``condition``); ``hazard_fit``: two rows per condition, ``sample`` = ``all`` (γ copied
     from the failure row of ``exponents``, unchanged) and ``after_first_updates`` (left-truncated at
-    two rollouts). A sweep without failures gives empty tables and a note; never raises on a valid
-    runs table."""
+    two rollouts). The slope's bootstrap uses :func:`analysis.blocks.resample_weights` with
+    ``resample`` (``seeds``: seed ids as blocks where every seed has runs at every size, else runs
+    within each size; ``resampling`` says which). A sweep without failures gives empty tables and a
+    note; never raises on a valid runs table."""
     runs = tables.runs
     keys = [k for k in tables.varying_keys if k in runs]
     notes: list[str] = []
@@ -532,7 +537,11 @@ def hazard_tables(
             ("all", times, group),
             ("after_first_updates", after_all, group.loc[after_all.index]),
         ):
-            fit = cloglog_fit(t, sub["B"], n_boot=n_boot, seed=seed)
+            W, used = None, "none"
+            if n_boot > 0 and len(sub):
+                mode = resample if "seed" in sub else "runs"
+                W, used, _, _ = resample_weights(sub, n_boot, seed, mode, f"{cond}:{sample}")
+            fit = cloglog_fit(t, sub["B"], weights=W)
             if sample == "all":
                 g = gam.get(cond, (math.nan, math.nan, math.nan, ""))
             else:
@@ -550,6 +559,7 @@ def hazard_tables(
                         k: fit[k]
                         for k in ("slope", "slope_low", "slope_high", "boot_low", "boot_high", "n_boot")
                     },
+                    "resampling": used,
                     "intercept": fit["intercept"],
                     "gamma_constant_hazard": 1 - fit["slope"],
                     "gamma_constant_hazard_low": 1 - fit["slope_high"],

@@ -191,6 +191,18 @@ def test_truncated_gamma_recovers_gamma_where_many_runs_fail_at_the_first_update
     assert naive.exponent > res["gamma_high"]  # survivors without truncation: the slow runs at large B
 
 
+def test_the_slope_bootstrap_resamples_seed_blocks_where_every_seed_has_every_size():
+    rng = np.random.default_rng(2)
+    runs = _geometric_runs(rng, [32, 64, 128, 256], mu0=0.05, slope=0.6, seeds=6, budget=4096)
+    runs["seed"] = runs.groupby("B").cumcount()
+    fit = hz.hazard_tables(_tables(runs), n_boot=100, seed=0, resample="seeds")[1].set_index("sample")
+    assert fit.loc["all", "resampling"] == "seeds" and fit.loc["all", "n_boot"] > 90
+    assert fit.loc["all", "boot_low"] < fit.loc["all", "slope"] < fit.loc["all", "boot_high"]
+    lacking = runs.drop(index=runs.index[(runs["seed"] == 0) & (runs["B"] == 32)])
+    again = hz.hazard_tables(_tables(lacking), n_boot=100, seed=0, resample="seeds")[1]
+    assert again.set_index("sample").loc["all", "resampling"] == "runs"  # seed 0 lacks B = 32
+
+
 def test_a_sweep_without_failures_gives_empty_tables_with_a_note():
     rows = [_run(B, 4096, censored=True) for B in (32, 64, 128) for _ in range(2)]
     table, fit, notes = hz.hazard_tables(_tables(rows))
