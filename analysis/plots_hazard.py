@@ -2,7 +2,8 @@
 
 * left: the discrete hazard per rollout h(B) of each condition and size with its 95 % likelihood-ratio
   interval (log-log), and the fitted cloglog line ``h = 1 − exp(−exp(a + b log B))`` over the sizes;
-  a size with no failure is drawn as its upper bound (a downward triangle);
+  a size with no failure is drawn as its upper bound (a downward triangle); open markers and the
+  dashed line: the same for the runs that survived the first two rollouts, counted from the third;
 * right: the fraction of runs unstable at the first updates (failure onset within the first two
   rollouts) against η(B), the per-step learning rate of that size, with Clopper–Pearson intervals.
 
@@ -53,11 +54,19 @@ def plot_hazard(
                 label=cond,
             )
             left.plot(B[~seen], hi[~seen], "v", color=colour, ms=4, mfc="none")
-            row = fit[(fit["condition"] == cond) & (fit["sample"] == "all")] if len(fit) else fit
-            if len(row) and np.isfinite(row["slope"].iloc[0]):
-                a, b = float(row["intercept"].iloc[0]), float(row["slope"].iloc[0])
-                grid = np.geomspace(B.min(), B.max(), 50)
-                left.plot(grid, -np.expm1(-np.exp(a + b * np.log(grid))), "-", color=colour, lw=0.8)
+            ha = part["hazard_after_first_updates"].to_numpy(float)
+            alo, ahi = part["after_ci_low"].to_numpy(float), part["after_ci_high"].to_numpy(float)
+            shown = np.isfinite(ha) & (ha > 0)
+            left.errorbar(
+                B[shown] * 1.08, ha[shown], yerr=[ha[shown] - np.maximum(alo[shown], floor), ahi[shown] - ha[shown]],
+                fmt="o", color=colour, mfc="white", ms=4, capsize=2, lw=0.6,
+            )  # fmt: skip
+            for sample, style in (("all", "-"), ("after_first_updates", "--")):
+                row = fit[(fit["condition"] == cond) & (fit["sample"] == sample)] if len(fit) else fit
+                if len(row) and np.isfinite(row["slope"].iloc[0]):
+                    a, b = float(row["intercept"].iloc[0]), float(row["slope"].iloc[0])
+                    grid = np.geomspace(B.min(), B.max(), 50)
+                    left.plot(grid, -np.expm1(-np.exp(a + b * np.log(grid))), style, color=colour, lw=0.8)
             eta = part["eta"].to_numpy(float)
             frac = part["first_update_frac"].to_numpy(float)
             flo, fhi = part["first_update_low"].to_numpy(float), part["first_update_high"].to_numpy(float)
@@ -70,7 +79,7 @@ def plot_hazard(
         left.set_ylim(bottom=floor)
         size_axis(left, sorted(hazard["B"].unique()))
         left.set_ylabel("hazard per rollout h(B) (95 % interval)")
-        left.set_title("Failure per rollout; line: cloglog fit", fontsize=8)
+        left.set_title("Failure per rollout (open, dashed: after the first 2 rollouts)", fontsize=8)
         etas = sorted(v for v in hazard["eta"].unique() if math.isfinite(v) and v > 0)
         if etas:
             right.set_xscale("log")
