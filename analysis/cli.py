@@ -329,6 +329,8 @@ def run(args: argparse.Namespace, api=None) -> int:
                     f"common α across targets, {r.condition}: {r.exponent_common:.3f} "
                     f"[{r.ci_low:.3f}, {r.ci_high:.3f}], test of equality p = {r.p_common:.3g}"
                 )
+        for line in _hazard_summary(hazard):
+            print(line)
         n_fit = int(tables.runs["in_fit"].sum())
         print(
             f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
@@ -339,6 +341,23 @@ def run(args: argparse.Namespace, api=None) -> int:
 
         return cli_log(args, out, loaded, tables, exponents, comparisons, plots, prov)
     return 0
+
+
+def _hazard_summary(hazard) -> list[str]:
+    """One line per condition: the cloglog slope and the sizes with failures at the first updates."""
+    table, fit, notes = hazard
+    lines = [f"note: {n}" for n in notes]
+    for r in fit[fit["sample"] == "all"].itertuples() if len(fit) else []:
+        part = table[(table["condition"] == r.condition) & (table["first_update_failures"] > 0)]
+        early = (
+            ", ".join(f"B={b.B:g}: {b.first_update_failures}/{b.runs}" for b in part.itertuples()) or "none"
+        )
+        lines.append(
+            f"failure per rollout, {r.condition}: cloglog slope b = {r.slope:.3g} "
+            f"[{r.slope_low:.3g}, {r.slope_high:.3g}] (γ = 1 − b for a constant hazard); "
+            f"failed in the first 2 rollouts: {early}"
+        )
+    return lines
 
 
 def _hazard_figure(out, tables, hazard, formats, dpi, figure_warnings: list[str]) -> list[str]:

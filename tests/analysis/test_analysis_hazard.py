@@ -216,7 +216,7 @@ def test_a_sweep_without_failures_gives_empty_tables_with_a_note():
     assert len(one[0]) == 1 and one[1]["note"].iloc[0] == "fewer than two sizes"
 
 
-def test_rlvr_analyze_writes_the_hazard_outputs(tmp_path: Path):
+def test_rlvr_analyze_writes_the_hazard_outputs(tmp_path: Path, capsys):
     spec = SyntheticSpec(sizes=(32, 64, 128), seeds=3, alpha=0.3, seed=4, failure_prefactor=3000.0)
     write_sweep(tmp_path / "fails", spec)
     out = tmp_path / "out"
@@ -229,6 +229,7 @@ def test_rlvr_analyze_writes_the_hazard_outputs(tmp_path: Path):
     assert (out / "hazard_per_rollout.png").exists()
     report = (out / "report.md").read_text()
     assert "## The failure clock per rollout" in report and "after first updates" in report
+    assert "failure per rollout, all: cloglog slope b = " in capsys.readouterr().out
 
     quiet = SyntheticSpec(sizes=(32, 64), seeds=2, alpha=0.3, seed=4, gamma=None)
     write_sweep(tmp_path / "healthy", quiet)
@@ -236,3 +237,4 @@ def test_rlvr_analyze_writes_the_hazard_outputs(tmp_path: Path):
     assert main([str(tmp_path / "healthy"), "--out", str(out2), *args, "--no-plots"]) == 0
     assert pd.read_csv(out2 / "hazard.csv").empty and pd.read_csv(out2 / "hazard_fit.csv").empty
     assert "no run failed" in (out2 / "report.md").read_text()
+    assert "note: no run failed" in capsys.readouterr().out
