@@ -11,7 +11,7 @@ Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
 ``noise_scale.csv``, ``theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
-``trend.csv``, ``skipped.csv``,
+``trend.csv``, ``hazard.csv``/``hazard_fit.csv`` (the failure clock per rollout), ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
@@ -35,6 +35,7 @@ from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
+from analysis.hazard import hazard_tables
 from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
@@ -213,6 +214,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
     trend = trend_table(exponents, fits, common, tables.varying_keys)
+    hazard = hazard_tables(tables, exponents, n_boot=args.bootstrap, seed=args.seed, resample=args.resample)
     sig = (
         None
         if args.no_sigmoid
@@ -227,6 +229,8 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
     common.to_csv(out / "common_exponent.csv", index=False)
     trend.to_csv(out / "trend.csv", index=False)
+    hazard[0].to_csv(out / "hazard.csv", index=False)
+    hazard[1].to_csv(out / "hazard_fit.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
     theory.to_csv(out / "theory.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
@@ -263,6 +267,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             dpi=args.dpi,
             warnings=figure_warnings,
         )
+        plots += _hazard_figure(out, tables, hazard, tuple(args.formats), args.dpi, figure_warnings)
         messages = messages + figure_warnings
         for w in figure_warnings:
             print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
@@ -293,6 +298,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),
             "trend": trend_lines(trend),
+            "hazard": hazard,
         },
     )
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
@@ -323,6 +329,8 @@ def run(args: argparse.Namespace, api=None) -> int:
                     f"common α across targets, {r.condition}: {r.exponent_common:.3f} "
                     f"[{r.ci_low:.3f}, {r.ci_high:.3f}], test of equality p = {r.p_common:.3g}"
                 )
+        for line in _hazard_summary(hazard):
+            print(line)
         n_fit = int(tables.runs["in_fit"].sum())
         print(
             f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
@@ -333,6 +341,37 @@ def run(args: argparse.Namespace, api=None) -> int:
 
         return cli_log(args, out, loaded, tables, exponents, comparisons, plots, prov)
     return 0
+
+
+def _hazard_summary(hazard) -> list[str]:
+    """One line per condition: the cloglog slope and the sizes with failures at the first updates."""
+    table, fit, notes = hazard
+    lines = [f"note: {n}" for n in notes]
+    for r in fit[fit["sample"] == "all"].itertuples() if len(fit) else []:
+        part = table[(table["condition"] == r.condition) & (table["first_update_failures"] > 0)]
+        early = (
+            ", ".join(f"B={b.B:g}: {b.first_update_failures}/{b.runs}" for b in part.itertuples()) or "none"
+        )
+        lines.append(
+            f"failure per rollout, {r.condition}: cloglog slope b = {r.slope:.3g} "
+            f"[{r.slope_low:.3g}, {r.slope_high:.3g}] (γ = 1 − b for a constant hazard); "
+            f"failed in the first 2 rollouts: {early}"
+        )
+    return lines
+
+
+def _hazard_figure(out, tables, hazard, formats, dpi, figure_warnings: list[str]) -> list[str]:
+    """``hazard_per_rollout`` (:mod:`analysis.plots_hazard`); a figure that fails is skipped with a
+    warning, as in :func:`analysis.plots.plot_all`."""
+    from analysis.plot_style import condition_colours, condition_order
+    from analysis.plots_hazard import plot_hazard
+
+    try:
+        colours = condition_colours(condition_order(tables.runs, tables.varying_keys))
+        return plot_hazard(out, hazard[0], hazard[1], colours, formats, dpi)
+    except Exception as err:  # noqa: BLE001 - one figure never stops the tables or the report
+        figure_warnings.append(f"figure 'hazard_per_rollout' skipped: {type(err).__name__}: {err}")
+        return []
 
 
 def main(argv: list[str] | None = None) -> int:
