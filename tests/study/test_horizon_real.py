@@ -44,9 +44,9 @@ def _train(out, budget: int, seed: int) -> None:
 def test_a_run_with_a_larger_budget_changes_no_crossing_of_real_runs(tmp_path):
     # two seeds at the horizon's budget, and the same two seeds continued to twice it
     for seed in (0, 1):
-        _train(tmp_path / "short" / f"seed={seed}", 1024, seed)
-        _train(tmp_path / "both" / f"seed={seed}", 1024, seed)
-        _train(tmp_path / "both" / f"long_seed={seed}", 2048, seed)
+        _train(tmp_path / "short" / f"seed{seed}", 1024, seed)
+        _train(tmp_path / "both" / f"seed{seed}", 1024, seed)
+        _train(tmp_path / "both" / f"long{seed}", 2048, seed)
     cols = [f"target:{a:g}{s}" for a in (0.19, 0.2, 0.21) for s in ("", ":lower", ":censored")]
     for crossing in ("interval", "isotonic"):
         opts = ClockOptions(crossing=crossing)
@@ -55,7 +55,7 @@ def test_a_run_with_a_larger_budget_changes_no_crossing_of_real_runs(tmp_path):
         assert mixed["condition"].nunique() == 1 and (mixed["horizon"] == 1024).all()
         assert (mixed.loc[mixed["run"].str.startswith("long"), "final_responses"] >= 2048).all()
         ref = alone.set_index("seed")[cols].sort_index()
-        for prefix in ("seed=", "long_seed="):
+        for prefix in ("seed", "long"):
             got = mixed[mixed["run"].str.startswith(prefix)].set_index("seed")[cols].sort_index()
             pd.testing.assert_frame_equal(got, ref, check_dtype=False)
         assert (~ref[[f"target:{a:g}:censored" for a in (0.19, 0.2)]]).to_numpy().any()  # something crossed
