@@ -75,7 +75,8 @@ lint: install
 STUDY ?= runs/reference
 # crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
 # and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
-STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets train.stop_at_targets noise.curvature_every_rollouts --quiet
+# crossings read up to the horizons rlvr-study fixed after the pilot (horizons.json)
+STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --quiet
 study: install
 	$(VENV)/bin/rlvr-study studies/reference.yaml $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)

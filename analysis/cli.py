@@ -83,6 +83,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resolution-frac", type=float, default=0.25, help="flag R_T when spacing or B > frac*R_T"
     )
+    p.add_argument(
+        "--horizon",
+        type=_horizon_arg,
+        default="auto",
+        metavar="auto|none|N|FILE.json",
+        help="responses up to which crossings and failures are read (default auto: per condition, the "
+        "smallest eval.horizon or train.max_responses of its runs)",
+    )
+    p.add_argument(
+        "--continuous-brackets",
+        action="store_true",
+        help="bracket crossings as (previous evaluation, evaluation] instead of in whole rollouts",
+    )
     incomplete = p.add_mutually_exclusive_group()
     incomplete.add_argument(
         "--drop-incomplete",
@@ -98,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore-keys", nargs="+", default=[], metavar="KEY", help="keys left out of the condition"
     )
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: Wald intervals only)")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (0: Wald intervals only)")
     p.add_argument(
         "--resample",
         choices=("seeds", "runs"),
@@ -178,6 +191,8 @@ def run(args: argparse.Namespace, api=None) -> int:
         include_incomplete=not args.drop_incomplete,
         condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
         ignore_keys=tuple(args.ignore_keys),
+        horizon=args.horizon,
+        discrete=not args.continuous_brackets,
     )
     tables = build_tables(loaded.runs, opts)
     skipped = loaded.skipped + tables.skipped
@@ -372,6 +387,34 @@ def _hazard_figure(out, tables, hazard, formats, dpi, figure_warnings: list[str]
     except Exception as err:  # noqa: BLE001 - one figure never stops the tables or the report
         figure_warnings.append(f"figure 'hazard_per_rollout' skipped: {type(err).__name__}: {err}")
         return []
+
+
+def _horizon_arg(text: str) -> float | str | tuple | None:
+    """``--horizon``: ``auto``, ``none``, a positive number of responses, or a JSON file mapping
+    condition labels to horizons (``rlvr-study`` writes ``horizons.json`` into its folder)."""
+    if text.lower() in ("auto", "none"):
+        return None if text.lower() == "none" else "auto"
+    if text.endswith(".json"):
+        import json
+
+        try:
+            mapping = json.loads(Path(text).read_text())
+        except (OSError, ValueError) as err:
+            raise argparse.ArgumentTypeError(f"cannot read horizons from {text}: {err}") from None
+        if not isinstance(mapping, dict) or not all(
+            isinstance(v, (int, float)) and v > 0 for v in mapping.values()
+        ):
+            raise argparse.ArgumentTypeError(f"{text}: a mapping of condition labels to responses")
+        return tuple(sorted((str(k), float(v)) for k, v in mapping.items()))
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"auto, none, a number of responses or a .json file, got {text!r}"
+        ) from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a positive number of responses, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

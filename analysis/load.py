@@ -44,7 +44,17 @@ CLOCKS = (
 )
 STATES = ("running", "completed", "failed", "preempted")
 #: Keys never part of a condition: the seed, the key a sweep varies to change B, and bookkeeping.
-DEFAULT_IGNORED_KEYS = ("seed", "rollout.prompts_per_rollout", "logger", "run")
+# the seed, the size and bookkeeping; a run's budget, its stop rule and its planned horizon decide only
+# how long it runs, never its dynamics (analysis.clocks reads every run of a condition to one horizon)
+DEFAULT_IGNORED_KEYS = (
+    "seed",
+    "rollout.prompts_per_rollout",
+    "logger",
+    "run",
+    "train.max_responses",
+    "train.stop_at_targets",
+    "eval.horizon",
+)
 
 _SKIP_DIRS = {".hydra", "checkpoints", "__pycache__", ".git"}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

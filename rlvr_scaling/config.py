@@ -137,6 +137,10 @@ class EvalConfig:
     targets: list[float] = field(default_factory=lambda: [0.22, 0.25, 0.28])  # accuracies to time
     samples: int = 8  # 0 = greedy pass@1; n > 0 = mean pass@1 over n samples at rollout temperature
     max_new_tokens: int | None = None  # null = rollout.max_new_tokens
+    # The responses up to which the analysis reads this run's crossings and failure (null: the run's
+    # train.max_responses); a study sets it per condition before the runs start. Bookkeeping: the
+    # trainer trains to train.max_responses either way (docs/analysis.md, "The horizon").
+    horizon: int | None = None
 
     def validate(self, prefix: str = "eval") -> None:
         if self.schedule not in ("linear", "geometric"):
@@ -150,6 +154,8 @@ class EvalConfig:
                 raise ConfigError(f"{prefix}.targets must lie in [0, 1] (got {t})")
         if self.samples < 0:
             raise ConfigError(f"{prefix}.samples must be >= 0 (got {self.samples})")
+        if self.horizon is not None and self.horizon < 1:
+            raise ConfigError(f"{prefix}.horizon must be null or >= 1 responses (got {self.horizon})")
 
 
 @dataclass
