@@ -164,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, api=None) -> int:
     start = time.perf_counter()
+    horizon = args.horizon
+    if isinstance(horizon, str) and horizon.endswith(".json"):
+        try:
+            horizon = read_horizons(horizon)
+        except ValueError as err:
+            print(f"rlvr-analyze: {err}", file=sys.stderr)
+            return 2
     filters = {}
     for item in args.filter:
         key, sep, value = item.partition("=")
@@ -191,7 +198,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         include_incomplete=not args.drop_incomplete,
         condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
         ignore_keys=tuple(args.ignore_keys),
-        horizon=args.horizon,
+        horizon=horizon,
         discrete=not args.continuous_brackets,
     )
     tables = build_tables(loaded.runs, opts)
@@ -389,23 +396,13 @@ def _hazard_figure(out, tables, hazard, formats, dpi, figure_warnings: list[str]
         return []
 
 
-def _horizon_arg(text: str) -> float | str | tuple | None:
+def _horizon_arg(text: str) -> float | str | None:
     """``--horizon``: ``auto``, ``none``, a positive number of responses, or a JSON file mapping
     condition labels to horizons (``rlvr-study`` writes ``horizons.json`` into its folder)."""
     if text.lower() in ("auto", "none"):
         return None if text.lower() == "none" else "auto"
     if text.endswith(".json"):
-        import json
-
-        try:
-            mapping = json.loads(Path(text).read_text())
-        except (OSError, ValueError) as err:
-            raise argparse.ArgumentTypeError(f"cannot read horizons from {text}: {err}") from None
-        if not isinstance(mapping, dict) or not all(
-            isinstance(v, (int, float)) and v > 0 for v in mapping.values()
-        ):
-            raise argparse.ArgumentTypeError(f"{text}: a mapping of condition labels to responses")
-        return tuple(sorted((str(k), float(v)) for k, v in mapping.items()))
+        return text  # read by read_horizons before any run is read
     try:
         value = float(text)
     except ValueError:
@@ -415,6 +412,22 @@ def _horizon_arg(text: str) -> float | str | tuple | None:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"a positive number of responses, got {text!r}")
     return value
+
+
+def read_horizons(path: str) -> tuple:
+    """``--horizon FILE.json``: ``{condition label: responses}`` as ``ClockOptions.horizon`` takes it;
+    ValueError names the file and what is wrong with it."""
+    import json
+
+    try:
+        mapping = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--horizon: cannot read {path}: {err}") from None
+    if not isinstance(mapping, dict) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in mapping.values()
+    ):
+        raise ValueError(f"--horizon: {path} must map condition labels to positive responses")
+    return tuple(sorted((str(k), float(v)) for k, v in mapping.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,11 +50,9 @@ def test_study_analysis_flags_parse():
         assert len(analyze) == 1
         args = build_parser().parse_args(analyze[0][1:])
         assert args.isotonic and str(args.out) == "results/study"
-        assert set(args.ignore_keys) == {
-            "eval.targets",
-            "train.stop_at_targets",
-            "noise.curvature_every_rollouts",
-        }
+        assert set(args.ignore_keys) == {"eval.targets", "noise.curvature_every_rollouts"}
+        # read to the horizons the study fixed after its pilot (train.stop_at_targets is no condition key)
+        assert args.horizon == "runs/reference/horizons.json"
     copied = [c[1] for c in target_commands("figures") if c[0] == "cp"]
     copied += [c[-1] for c in target_commands("figures") if "scripts/alpha_eta_figure.py" in c]
     assert any(p.endswith("alpha_vs_eta_ref.png") for p in copied)

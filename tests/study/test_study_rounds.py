@@ -382,8 +382,8 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
         {
             **GOOD,
             "conditions": [
-                {"loss": "clipped", "lr.ref_lr": 1e-6, "train.stop_at_targets": True},
-                {"loss": "unclipped", "lr.ref_lr": 1e-4, "train.stop_at_targets": False, "clock": "failure"},
+                {"loss": "clipped", "lr.ref_lr": 1e-6},
+                {"loss": "unclipped", "lr.ref_lr": 1e-4, "clock": "failure"},
             ],
         }
     )
@@ -397,7 +397,7 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     assert condition_index(row("clipped", 1e-6, True), study) == 0
     assert condition_index(row("unclipped", 1e-4, False), study) == 1
     assert condition_index(row("clipped", 1e-4, True), study) is None
-    assert condition_index(row("clipped", 1e-6, False), study) is None
+    assert condition_index(row("unclipped", 1e-6, False), study) is None
 
 
 def test_runs_that_stop_early_are_costed_at_what_their_ended_runs_spent(pilot):
