@@ -368,10 +368,10 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         # a run that failed before reaching a is censored at its failure onset (the competing event)
         censor_at = onset_at * size if failed else evals[-1]["responses"]
         truth[f"target:{a:g}"] = (hit if hit is not None else censor_at, hit is None)
-        # the crossing came with one of the rollouts after the evaluation below it (analysis.clocks:
-        # discrete brackets), the first of them at the earliest
-        prev = evals[idx - 1]["responses"] if idx else 0
-        truth[f"target:{a:g}:lower"] = min(hit, prev + size) if idx is not None else math.nan
+        # the continuous latent crossing lies in (evaluation below, evaluation at or above]: the
+        # generator's truth is that latent time (analysis.clocks' discrete brackets read the rollout-
+        # quantised time instead, ``--continuous-brackets`` this one)
+        truth[f"target:{a:g}:lower"] = evals[idx - 1]["responses"] if idx else (0 if idx == 0 else math.nan)
     onset = onset_at * size if failed else None
     truth["failure"] = (onset if failed else final, not failed)
     truth["failure:detection"] = final if failed else None

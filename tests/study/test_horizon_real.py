@@ -44,14 +44,14 @@ def _train(out, budget: int, seed: int) -> None:
 def test_a_run_with_a_larger_budget_changes_no_crossing_of_real_runs(tmp_path):
     # two seeds at the horizon's budget, and the same two seeds continued to twice it
     for seed in (0, 1):
-        _train(tmp_path / "short" / f"seed{seed}", 1024, seed)
-        _train(tmp_path / "both" / f"seed{seed}", 1024, seed)
-        _train(tmp_path / "both" / f"long{seed}", 2048, seed)
+        _train(tmp_path / f"seed{seed}", 1024, seed)
+        _train(tmp_path / f"long{seed}", 2048, seed)
     cols = [f"target:{a:g}{s}" for a in (0.19, 0.2, 0.21) for s in ("", ":lower", ":censored")]
+    records = load_source(str(tmp_path)).runs
     for crossing in ("interval", "isotonic"):
         opts = ClockOptions(crossing=crossing)
-        alone = build_tables(load_source(str(tmp_path / "short")).runs, opts).runs
-        mixed = build_tables(load_source(str(tmp_path / "both")).runs, opts).runs
+        alone = build_tables([r for r in records if r.run.startswith("seed")], opts).runs
+        mixed = build_tables(records, opts).runs
         assert mixed["condition"].nunique() == 1 and (mixed["horizon"] == 1024).all()
         assert (mixed.loc[mixed["run"].str.startswith("long"), "final_responses"] >= 2048).all()
         ref = alone.set_index("seed")[cols].sort_index()
