@@ -100,7 +100,9 @@ def one_condition(tables, label: str, targets, args) -> list[dict]:
                     "pool_runs": len(runs),
                     "runs": float(np.mean([r[2] for r in res])),
                     "coverage": float(covered.mean()),
-                    "mean_width": float(np.mean(widths[np.isfinite(widths)])) if np.isfinite(widths).any() else math.inf,
+                    "mean_width": float(np.mean(widths[np.isfinite(widths)]))
+                    if np.isfinite(widths).any()
+                    else math.inf,
                     "median_width": float(np.median(widths)),
                     "unbounded": float((~np.isfinite(widths)).mean()),
                     "draws": len(res),
