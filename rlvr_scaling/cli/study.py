@@ -68,17 +68,20 @@ def base_overrides(study, condition: int | None = None) -> list[str]:
     ]
 
 
-def round_jobs(study, launches, horizons: dict[int, float] | None = None) -> list[list[str]]:
+def round_jobs(
+    study, launches, horizons: dict[int, float] | None = None, run_budget: float = math.inf
+) -> list[list[str]]:
     """A round's jobs, one override list per run: its condition's overrides, seed and size; never
-    stopped at its targets; where the study fixed the condition's horizon, trained to it and read to it
-    (``eval.horizon``, ``train.max_responses``)."""
+    stopped at its targets; where the study fixed the condition's horizon, read to it (``eval.horizon``)
+    and, when it is below the run budget, trained to it (``train.max_responses``). Neither
+    ``train.stop_at_targets`` nor ``eval.horizon`` names a run directory (conf/config.yaml)."""
     horizons = horizons or {}
 
     def horizon(cond: int) -> list[str]:
         h = horizons.get(cond)
         if h is None or not math.isfinite(h):
             return []
-        return [f"eval.horizon={int(h)}", f"train.max_responses={int(h)}"]
+        return [f"eval.horizon={int(h)}", *([f"train.max_responses={int(h)}"] if h < run_budget else [])]
 
     return [
         [
@@ -251,10 +254,10 @@ def _analyze(study) -> int:
     return analyze([*args, "--quiet"])
 
 
-def _launch(study, state: dict, plan, kind: str, dry_run: bool) -> None:
+def _launch(study, state: dict, plan, kind: str, dry_run: bool, run_budget: float = math.inf) -> None:
     index = len(state["rounds"])
     path = jobs_file(study, index)
-    jobs = round_jobs(study, plan.launches, study_horizons(state))
+    jobs = round_jobs(study, plan.launches, study_horizons(state), run_budget)
     entry = {
         "round": index,
         "kind": kind,
@@ -314,7 +317,7 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
                 f"rlvr-study: budget.responses: the pilot alone needs {plan.responses:g} responses "
                 f"({plan.n_runs} runs of up to {run_budget:g}); raise it or lower pilot_seeds, sizes or train.max_responses"
             )
-        _launch(study, state, plan, "pilot", dry_run)
+        _launch(study, state, plan, "pilot", dry_run, run_budget)
         if dry_run:
             return 0
         launched += 1
@@ -366,7 +369,7 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
                     else "nothing to add"
                 )
             else:
-                _launch(study, state, plan, "adaptive", dry_run)
+                _launch(study, state, plan, "adaptive", dry_run, run_budget)
                 launched += 1
                 continue
         state["finished"] = reason
