@@ -10,7 +10,7 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
+``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
 ``trend.csv``, ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
@@ -30,6 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis._parallel import default_jobs
+from analysis.bcrit import bcrit_lines, bcrit_table, plot_bcrit
 from analysis.blocks import markdown_lines as blocks_markdown
 from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
@@ -209,6 +210,9 @@ def run(args: argparse.Namespace, api=None) -> int:
     theory = theory_table(
         tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
     )
+    bcrit = bcrit_table(
+        tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
+    )
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
@@ -229,6 +233,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     trend.to_csv(out / "trend.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
     theory.to_csv(out / "theory.csv", index=False)
+    bcrit.to_csv(out / "bcrit.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
@@ -237,6 +242,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         out / "skipped.csv", index=False
     )
     plots: list[str] = []
+    bcrit_figures: list[str] = []  # drawn into the B_crit section, not the figure list
     if not args.no_plots:
         from analysis.plots import plot_all  # matplotlib only when figures are wanted
 
@@ -263,6 +269,10 @@ def run(args: argparse.Namespace, api=None) -> int:
             dpi=args.dpi,
             warnings=figure_warnings,
         )
+        try:
+            bcrit_figures = plot_bcrit(out, bcrit, tuple(args.formats), args.dpi)
+        except Exception as err:  # noqa: BLE001 - a figure that cannot be drawn never stops the analysis
+            figure_warnings.append(f"figure 'b_crit_from_clocks' skipped: {type(err).__name__}: {err}")
         messages = messages + figure_warnings
         for w in figure_warnings:
             print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
@@ -289,6 +299,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "common": common,
             "noise": noise,
             "theory": theory_lines(theory),
+            "bcrit": bcrit_lines(bcrit, bcrit_figures),
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),

@@ -10,7 +10,8 @@ exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json
 
 Model of one run with rollout size B (seed i):
 
-* time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)``, validation accuracy
+* time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)`` (with ``b_crit`` set, McCandlish's
+  ``c * (1 + B / b_crit)`` in place of ``c * B**alpha``: ``c`` is then R_min, :mod:`analysis.bcrit`), validation accuracy
   ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses (or, with
   ``curve="sigmoid"``, ScaleRL's ``acc_start + (acc_max - acc_start) / (1 + (s / r)**curve_b)``), so
   the continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
@@ -61,6 +62,7 @@ class SyntheticSpec:
     sizes: tuple[int, ...] = (32, 64, 128, 256)  # rollout sizes B
     seeds: int = 3  # runs per size
     alpha: float = 0.3  # exponent of responses-to-target (all targets)
+    b_crit: float | None = None  # set: McCandlish's R_T = c * (1 + B / b_crit) in place of c * B**alpha
     prefactor: float = 2000.0  # c: median responses to the first target is c * B**alpha
     sigma: float = 0.25  # log-normal scatter of responses-to-target
     gamma: float | None = 0.0  # exponent of responses-to-failure; None: no run fails
@@ -252,7 +254,8 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
                 eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * eps_f_noise
             else:
                 eps_f = eps_f_noise
-            rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * eps)
+            shape = (1 + size / spec.b_crit) if spec.b_crit is not None else size**spec.alpha
+            rt0 = spec.prefactor * shape * math.exp(spec.sigma * eps)
             rf = math.inf
             if spec.gamma is not None:
                 rf = spec.failure_prefactor * size**spec.gamma * math.exp(spec.failure_sigma * eps_f)
@@ -537,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     d = SyntheticSpec()
     p.add_argument("--alpha", type=float, default=d.alpha, help="exponent of responses-to-target")
     p.add_argument("--prefactor", type=float, default=d.prefactor, help="c in c*B**alpha (first target)")
+    p.add_argument(
+        "--b-crit", type=float, default=None, help="McCandlish sweep: R_T = c (1 + B / b_crit) (no --alpha)"
+    )
     p.add_argument("--sigma", type=float, default=d.sigma, help="log-normal scatter of R_T")
     p.add_argument("--gamma", type=float, default=d.gamma, help="exponent of responses-to-failure")
     p.add_argument("--no-failure", action="store_true", help="runs never fail")
@@ -570,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes=tuple(args.sizes),
         seeds=args.seeds,
         alpha=args.alpha,
+        b_crit=args.b_crit,
         prefactor=args.prefactor,
         sigma=args.sigma,
         gamma=None if args.no_failure else args.gamma,
