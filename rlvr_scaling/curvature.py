@@ -434,6 +434,54 @@ class ThetaOldInstruments:
                 p.requires_grad_(False)
         return out
 
+    # ------------------------------------------------------------------ Adam's noise scale
+
+    def adam_noise(
+        self, gen, advantages, rollout: int, optimizer, perf: dict[str, float]
+    ) -> dict[str, float]:
+        """``noise/adam_*`` and ``noise/all_*`` (``noise.adam_noise``): the cell estimates over **all** the
+        rollout's prompts (two independent halves of prompts A and B, each prompt's responses in halves 1
+        and 2) with X = P, the diagonal preconditioner of the optimizer's state
+        (:func:`rlvr_scaling.noise.adam_preconditioner`), and with X = I: G'PG from the cross product of
+        the two half means, tr(P Sigma) per response, and their ratio (docs/theory.md, "B_noise for Adam").
+        Runs on the rollouts where the noise at theta_old runs; ``adam_*`` are NaN before the first step."""
+        from .noise import adam_preconditioner
+
+        due = rollout % self.every == 0 or self.curvature_due(rollout)
+        if not (self.on and getattr(self.cfg.noise, "adam_noise", False) and due):
+            return {}
+        t = time.perf_counter()
+        design = design_cells(gen.prompt_index, int(gen.prompt_index.max()) + 1)
+        if design is None:
+            return {}
+        was_training = self.model.training
+        self.model.eval()
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        for p in frozen:
+            p.requires_grad_(True)
+        try:
+            parts = self._cell_parts(gen, advantages, design)
+            objectives = [self._objective(gen, r, c) for r, c in parts]
+            cells = [self._reduce(o.grad()) for o in objectives]
+            params = objectives[0].params
+        finally:
+            self.model.train(was_training)
+            for p in frozen:
+                p.requires_grad_(False)
+        out = {}
+        plain = cell_estimates(gram(cells, cells), design)
+        out.update({f"noise/all_{k}": v for k, v in noise_row(plain, self.minibatch).items()})
+        P = adam_preconditioner(optimizer, params)
+        keys = ("grad_norm_sq", "trace_cov", "trace_cov_within", "trace_cov_between", "b_noise")
+        if P is None:
+            out.update({f"noise/adam_{k}": math.nan for k in keys})
+        else:
+            weighted = [[w.to(c.dtype) * c for w, c in zip(P, cell)] for cell in cells]
+            pre = noise_row(cell_estimates(gram(cells, weighted), design), self.minibatch)
+            out.update({f"noise/adam_{k}": pre[k] for k in keys})
+        perf["noise_adam_s"] = time.perf_counter() - t
+        return out
+
     # ------------------------------------------------------------------ curvature
 
     def hvp(self, objectives: list[SurrogateObjective], v: list[torch.Tensor]) -> list[torch.Tensor]:
