@@ -57,10 +57,11 @@ import pandas as pd
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import stdtrit
 
+from analysis.bcrit_theory import bound_text
 from analysis.fit import _identified, _unbounded_direction, interval_mle, log_bounds
 
 GRID_DECADES = 3.0  # the log B_crit grid reaches this many decades beyond the measured sizes
-GRID_POINTS = 61
+GRID_POINTS = 41
 N_PARAMS = 3  # R_min, B_crit, sigma (the power law: c, alpha, sigma)
 
 
@@ -369,81 +370,145 @@ def _local_text(sizes, fit: BcritFit) -> str:
 
 
 def bcrit_table(
-    tables, exponents: pd.DataFrame, fits: dict, n_boot: int, seed: int, resample: str = "seeds"
+    tables,
+    exponents: pd.DataFrame,
+    fits: dict,
+    n_boot: int,
+    seed: int,
+    resample: str = "seeds",
+    jobs: int = 1,
 ) -> pd.DataFrame:
     """``bcrit.csv``: McCandlish's curve per condition and target clock beside the power law of
     ``exponents.csv`` (same runs, censoring and resamples: ``n_boot``, ``seed`` and ``resample`` must be
-    those of :func:`analysis.report.fit_conditions`). The condition's varying keys are added as columns."""
+    those of :func:`analysis.report.fit_conditions`). The condition's varying keys are added as columns;
+    conditions are fitted in ``jobs`` forked processes (the result does not depend on it)."""
+    return bcrit_tables(tables, exponents, fits, n_boot, seed, resample, jobs)[0]
+
+
+def bcrit_tables(
+    tables,
+    exponents: pd.DataFrame,
+    fits: dict,
+    n_boot: int,
+    seed: int,
+    resample: str = "seeds",
+    jobs: int = 1,
+    records: dict | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(bcrit.csv, bcrit_theory.csv)``: :func:`bcrit_table` and, from the runs' training rows
+    (``records``: run name -> rows, as loaded), the clocks' B_crit beside Adam's and SGD's B_noise
+    (:mod:`analysis.bcrit_theory`), paired over the same resamples."""
+    from analysis._parallel import fork_map
+    from analysis.bcrit_theory import THEORY_COLUMNS
+
+    global _STATE
+    key_columns = [c for c in tables.varying_keys if c in tables.runs.columns]
+    targets = exponents[exponents["clock"] != "failure"]
+    groups = [(condition, group) for condition, group in targets.groupby("condition", sort=True)]
+    _STATE = (tables, fits, n_boot, seed, resample, key_columns, records or {})
+    try:
+        parts = fork_map(_condition_rows, groups, jobs if len(groups) > 1 else 1)
+    finally:
+        _STATE = ()
+    rows = [row for part, _ in parts for row in part]
+    theory = [row for _, part in parts for row in part]
+    return (
+        pd.DataFrame(rows, columns=["condition", *key_columns, *BCRIT_COLUMNS[1:]]),
+        pd.DataFrame(theory, columns=THEORY_COLUMNS),
+    )
+
+
+_STATE: tuple = ()  # (tables, fits, n_boot, seed, resample, key_columns, records) for forked workers
+
+
+def _condition_rows(item) -> tuple[list[dict], list[dict]]:
+    """The rows of one condition in both tables (the body of :func:`bcrit_tables`)."""
+    from analysis.bcrit_theory import compare, per_run_means
     from analysis.report import condition_resamples  # the fit's resamples (report imports the fits)
 
-    key_columns = [c for c in tables.varying_keys if c in tables.runs.columns]
-    rows = []
-    targets = exponents[exponents["clock"] != "failure"]
-    for condition, group in targets.groupby("condition", sort=True):
-        fitted, W, used, _clusters, note = condition_resamples(tables, condition, n_boot, seed, resample)
-        K = float(np.nanmedian(fitted["K"].to_numpy(float))) if fitted["K"].notna().any() else math.nan
-        eta = fitted["lr.ref_lr"].iloc[0] if "lr.ref_lr" in fitted and len(fitted) else math.nan
-        first = fitted.iloc[0] if len(fitted) else {}
-        for r in group.itertuples():
-            clock = r.clock
-            power = fits.get((condition, clock))
-            lower = fitted[f"{clock}:lower"] if f"{clock}:lower" in fitted else None
-            res = fit_mccandlish(
-                fitted["B"].to_numpy(float),
-                fitted[clock].to_numpy(float),
-                fitted[f"{clock}:censored"].to_numpy(bool),
-                lower=None if lower is None else lower.to_numpy(float),
-                weights=W,
-                inflation=getattr(power, "inflation", 1.0),
-            )
-            ll_power = getattr(power, "loglik", math.nan)
-            a_m, a_p = aicc(res.loglik, res.n_runs), aicc(ll_power, res.n_runs)
-            delta = a_m - a_p
-            alphas = local_alpha(res.sizes, res.b_crit) if res.sizes else np.empty(0)
-            row = {"condition": condition}
-            row.update({k: first.get(k) if len(fitted) else None for k in key_columns})
-            row.update(
-                clock=clock,
-                target=float(clock.split(":", 1)[1]),
-                eta_ref=eta,
-                K=K,
-                n_runs=res.n_runs,
-                n_sizes=res.n_sizes,
-                resampling=used + (f" ({note})" if note else ""),
-                n_boot=res.n_boot,
-                inflation=getattr(power, "inflation", math.nan),
-                b_crit=res.b_crit,
-                ci_low=res.ci_low,
-                ci_high=res.ci_high,
-                ci_method=res.ci_method,
-                boot_low=res.boot_low,
-                boot_high=res.boot_high,
-                profile_low=res.profile_low,
-                profile_high=res.profile_high,
-                n_boot_unbounded=res.n_boot_unbounded,
-                b_crit_per_step=res.b_crit / K if math.isfinite(K) and K > 0 else math.nan,
-                r_min=res.r_min,
-                r_min_low=res.r_min_low,
-                r_min_high=res.r_min_high,
-                sigma=res.sigma,
-                loglik=res.loglik,
-                loglik_power=ll_power,
-                aicc=a_m,
-                aicc_power=a_p,
-                delta_aicc=delta,
-                preferred=preferred(delta),
-                alpha_power=getattr(power, "exponent", math.nan),
-                alpha_local_min=float(alphas.min())
-                if alphas.size and not np.isnan(alphas).all()
-                else math.nan,
-                alpha_local_max=float(alphas.max())
-                if alphas.size and not np.isnan(alphas).all()
-                else math.nan,
-                alpha_local=_local_text(res.sizes, res),
-                note="; ".join(res.warnings),
-            )
-            rows.append(row)
-    return pd.DataFrame(rows, columns=["condition", *key_columns, *BCRIT_COLUMNS[1:]])
+    condition, group = item
+    tables, fits, n_boot, seed, resample, key_columns, records = _STATE
+    rows, theory = [], []
+    fitted, W, used, _clusters, note = condition_resamples(tables, condition, n_boot, seed, resample)
+    K = float(np.nanmedian(fitted["K"].to_numpy(float))) if fitted["K"].notna().any() else math.nan
+    eta = fitted["lr.ref_lr"].iloc[0] if "lr.ref_lr" in fitted and len(fitted) else math.nan
+    first = fitted.iloc[0] if len(fitted) else {}
+    for r in group.itertuples():
+        clock = r.clock
+        power = fits.get((condition, clock))
+        lower = fitted[f"{clock}:lower"] if f"{clock}:lower" in fitted else None
+        res = fit_mccandlish(
+            fitted["B"].to_numpy(float),
+            fitted[clock].to_numpy(float),
+            fitted[f"{clock}:censored"].to_numpy(bool),
+            lower=None if lower is None else lower.to_numpy(float),
+            weights=W,
+            inflation=getattr(power, "inflation", 1.0),
+        )
+        ll_power = getattr(power, "loglik", math.nan)
+        a_m, a_p = aicc(res.loglik, res.n_runs), aicc(ll_power, res.n_runs)
+        delta = a_m - a_p
+        alphas = local_alpha(res.sizes, res.b_crit) if res.sizes else np.empty(0)
+        row = {"condition": condition}
+        row.update({k: first.get(k) if len(fitted) else None for k in key_columns})
+        row.update(
+            clock=clock,
+            target=float(clock.split(":", 1)[1]),
+            eta_ref=eta,
+            K=K,
+            n_runs=res.n_runs,
+            n_sizes=res.n_sizes,
+            resampling=used + (f" ({note})" if note else ""),
+            n_boot=res.n_boot,
+            inflation=getattr(power, "inflation", math.nan),
+            b_crit=res.b_crit,
+            ci_low=res.ci_low,
+            ci_high=res.ci_high,
+            ci_method=res.ci_method,
+            boot_low=res.boot_low,
+            boot_high=res.boot_high,
+            profile_low=res.profile_low,
+            profile_high=res.profile_high,
+            n_boot_unbounded=res.n_boot_unbounded,
+            b_crit_per_step=res.b_crit / K if math.isfinite(K) and K > 0 else math.nan,
+            r_min=res.r_min,
+            r_min_low=res.r_min_low,
+            r_min_high=res.r_min_high,
+            sigma=res.sigma,
+            loglik=res.loglik,
+            loglik_power=ll_power,
+            aicc=a_m,
+            aicc_power=a_p,
+            delta_aicc=delta,
+            preferred=preferred(delta),
+            alpha_power=getattr(power, "exponent", math.nan),
+            alpha_local_min=float(alphas.min()) if alphas.size and not np.isnan(alphas).all() else math.nan,
+            alpha_local_max=float(alphas.max()) if alphas.size and not np.isnan(alphas).all() else math.nan,
+            alpha_local=_local_text(res.sizes, res),
+            note="; ".join(res.warnings),
+        )
+        rows.append(row)
+        if not records:
+            continue
+        k = K if math.isfinite(K) and K > 0 else 1.0
+        extra = compare(res, res.sizes, k, per_run_means(fitted, records, row["target"]), W)
+        theory.append(
+            {
+                "condition": condition,
+                "clock": clock,
+                "target": row["target"],
+                "eta_ref": eta,
+                "K": K,
+                "n_runs": res.n_runs,
+                "b_crit": res.b_crit,
+                "b_crit_low": res.ci_low,
+                "b_crit_high": res.ci_high,
+                "b_crit_per_step": res.b_crit / k,
+                **extra,
+                "note": "" if math.isfinite(K) and K > 0 else "K unknown: taken as 1",
+            }
+        )
+    return rows, theory
 
 
 def _num(v) -> float:
@@ -451,16 +516,6 @@ def _num(v) -> float:
         return float(v)
     except (TypeError, ValueError):
         return math.nan
-
-
-def bound_text(value) -> str:
-    """A B_crit bound: ``∞`` and ``0`` spelled out (an unbounded interval is never a fake number)."""
-    v = _num(value)
-    if math.isnan(v):
-        return "–"
-    if math.isinf(v):
-        return "∞"
-    return "0" if v == 0 else f"{v:.3g}"
 
 
 def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:

@@ -10,7 +10,7 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
+``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``bcrit_theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
 ``trend.csv``, ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
@@ -30,7 +30,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis._parallel import default_jobs
-from analysis.bcrit import bcrit_lines, bcrit_table, plot_bcrit
+from analysis.bcrit import bcrit_lines, bcrit_tables, plot_bcrit
+from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
 from analysis.blocks import markdown_lines as blocks_markdown
 from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
@@ -210,8 +211,15 @@ def run(args: argparse.Namespace, api=None) -> int:
     theory = theory_table(
         tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
     )
-    bcrit = bcrit_table(
-        tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
+    bcrit, bcrit_theory = bcrit_tables(
+        tables,
+        exponents,
+        fits,
+        args.bootstrap,
+        args.seed,
+        args.resample,
+        args.jobs,
+        {r.run: r.rows for r in loaded.runs},
     )
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
@@ -234,6 +242,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     noise.to_csv(out / "noise_scale.csv", index=False)
     theory.to_csv(out / "theory.csv", index=False)
     bcrit.to_csv(out / "bcrit.csv", index=False)
+    bcrit_theory.to_csv(out / "bcrit_theory.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
@@ -299,7 +308,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "common": common,
             "noise": noise,
             "theory": theory_lines(theory),
-            "bcrit": bcrit_lines(bcrit, bcrit_figures),
+            "bcrit": bcrit_lines(bcrit, bcrit_figures) + bcrit_theory_lines(bcrit_theory),
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),

@@ -173,3 +173,57 @@ def test_rlvr_analyze_writes_bcrit_csv_the_section_and_the_figure(tmp_path: Path
     assert len([ln for ln in section.splitlines() if ln.startswith("| lr.ref_lr=")]) == 4
     assert "∞]" in section and "![b_crit_from_clocks.png](b_crit_from_clocks.png)" in section
     assert (out / "b_crit_from_clocks.png").exists()
+
+
+# ---- the clocks' B_crit beside the gradients' B_noise (bcrit_theory.csv) -----------------------------------
+
+
+def test_fieller_interval_of_a_ratio_of_means():
+    from analysis.bcrit_theory import fieller
+
+    rng = np.random.default_rng(0)
+    den = 1.0 + 0.1 * rng.standard_normal(40)
+    num = 20.0 * den + 0.5 * rng.standard_normal(40)
+    ratio, low, high = fieller(num, den)
+    assert ratio == pytest.approx(num.mean() / den.mean()) and low < ratio < high and high - low < 1.0
+    # a denominator that is not significantly positive: unbounded above, never a finite stand-in
+    ratio, low, high = fieller(num, 0.05 + rng.standard_normal(40))
+    assert high == math.inf
+    covered = 0
+    for i in range(200):  # coverage of the truth 20 over repeated draws
+        r = np.random.default_rng(100 + i)
+        d = 1.0 + 0.5 * r.standard_normal(10)
+        _, lo, hi = fieller(20.0 * d + 3.0 * r.standard_normal(10), d)
+        covered += lo <= 20.0 <= hi
+    assert covered >= 180
+
+
+def test_rlvr_analyze_sets_the_clocks_b_crit_beside_adams_and_sgds_b_noise(tmp_path: Path):
+    from analysis.bcrit_theory import THEORY_COLUMNS, implied_alpha
+
+    common = dict(COMMON, sizes=(32, 64, 128, 256), seeds=5, targets=(0.3,), b_noise=200.0)
+    # the clocks' B_crit is 128 per rollout = 16 per step (K = 8); Adam's B_noise 16 (agrees), SGD's 200
+    spec = SyntheticSpec(b_crit=128.0, prefactor=2000.0, seed=5, adam_b_noise=16.0, **common)
+    root = tmp_path / "sweep"
+    write_sweep(root, spec)
+    out = tmp_path / "out"
+    argv = [str(root), "--out", str(out), "--bootstrap", "100", "--jobs", "1", "--no-plots"]
+    assert main(argv + ["--no-sigmoid", "--no-joint", "--quiet"]) == 0
+    table = pd.read_csv(out / "bcrit_theory.csv")
+    assert list(table.columns) == THEORY_COLUMNS
+    documented = (Path(__file__).parents[2] / "docs" / "theory.md").read_text()
+    named = {c.replace("_adam", "_S").replace("_sgd", "_S") for c in THEORY_COLUMNS}  # per source S
+    assert all(f"`{c}`" in documented for c in named)
+    row = table.iloc[0]
+    assert row["keys_adam"] == "noise/adam_*" and row["keys_sgd"] == "noise/*" and row["runs_adam"] == 20
+    assert row["b_noise_low_adam"] < 16.0 < row["b_noise_high_adam"]
+    # the one-point |G|^2 of a small minibatch is noisy: Fieller's interval covers 200 and is open above
+    assert row["b_noise_low_sgd"] < 200.0 and row["b_noise_high_sgd"] == math.inf
+    assert row["b_crit_per_step"] == pytest.approx(row["b_crit"] / 8)
+    assert math.isnan(row["edge"]) and row["edge_rows"] == 0  # no curv/adam_edge rows in these runs
+    assert bool(row["agrees_adam"]) and not bool(row["agrees_sgd"])
+    assert row["ratio_low_sgd"] <= row["ratio_sgd"] < row["ratio_high_sgd"] < 1
+    assert row["alpha_adam"] == pytest.approx(implied_alpha((32, 64, 128, 256), 8 * row["b_noise_adam"])[0])
+    report = (out / "report.md").read_text()
+    section = report.split("## The clocks' B_crit against the gradients' B_noise (Adam and SGD)", 1)[1]
+    assert " agree" in section and "**disagree**" in section

@@ -72,6 +72,19 @@ def test_on_a_noisy_quadratic_adams_noise_scale_is_the_simulated_critical_batch(
         assert samples == sorted(samples)  # larger batches always cost more samples
 
 
+def test_preconditioned_power_iteration_finds_the_top_eigenvalue_of_p_h():
+    from rlvr_scaling.curvature import adam_threshold, preconditioned_power_iteration
+
+    g = torch.Generator().manual_seed(0)
+    m = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    H = m @ m.T / 6 + 0.1 * torch.eye(6, dtype=torch.float64)
+    P = torch.rand(6, generator=g, dtype=torch.float64) + 0.1
+    want = float(torch.linalg.eigvals(torch.diag(P) @ H).real.max())
+    got = preconditioned_power_iteration(lambda v: [H @ v[0]], [P], [torch.ones(6, dtype=torch.float64)], 300)
+    assert got == pytest.approx(want, rel=1e-6)
+    assert adam_threshold(0.9) == pytest.approx(38.0) and adam_threshold(0.0) == 2.0
+
+
 def _rows(path):
     return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
 
@@ -86,6 +99,7 @@ def test_the_trainer_logs_adams_noise_over_all_prompts_and_leaves_the_run_unchan
         cfg = tiny_config(cache_dir)
         cfg.noise.adam_noise = on
         cfg.noise.at_theta_old_every_rollouts = 1
+        cfg.noise.curvature_every_rollouts = 2 if on else 0
         train(cfg, tmp_path / name, log=lambda *_: None)
         runs[name] = _rows(tmp_path / name)
     rows = [r for r in runs["on"] if "train/reward_mean" in r]
@@ -97,6 +111,11 @@ def test_the_trainer_logs_adams_noise_over_all_prompts_and_leaves_the_run_unchan
         assert math.isfinite(r["noise/adam_trace_cov"]) and r["noise/adam_trace_cov"] > 0
         assert math.isfinite(r["noise/adam_grad_norm_sq"])
     assert not any("noise/adam_trace_cov" in r for r in runs["off"])
+    # the rate in edge units where curvature ran with an optimizer state (rollout 2; rollout 0 has none)
+    assert math.isnan(float(rows[0]["curv/adam_edge"])) and "curv/adam_edge" not in rows[1]
+    # signed, as curv/top_eig: the largest-magnitude eigenvalue of the surrogate's P H may be negative
+    eig, edge = rows[2]["curv/adam_top_eig"], rows[2]["curv/adam_edge"]
+    assert math.isfinite(eig) and eig != 0 and math.isfinite(edge) and edge * eig > 0
 
     def stable(row):
         return {
