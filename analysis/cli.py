@@ -10,8 +10,8 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``bcrit_theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
-``trend.csv``, ``skipped.csv``,
+``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``bcrit_theory.csv``, ``recommend.csv``,
+``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``, ``trend.csv``, ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
@@ -41,6 +41,7 @@ from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
 from analysis.noise_scale import agreement, noise_table
+from analysis.recommend import recommend_lines, recommend_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
 from analysis.theory import theory_lines, theory_table
@@ -243,6 +244,8 @@ def run(args: argparse.Namespace, api=None) -> int:
     theory.to_csv(out / "theory.csv", index=False)
     bcrit.to_csv(out / "bcrit.csv", index=False)
     bcrit_theory.to_csv(out / "bcrit_theory.csv", index=False)
+    recommend = recommend_table(tables, fits)
+    recommend.to_csv(out / "recommend.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
@@ -308,7 +311,9 @@ def run(args: argparse.Namespace, api=None) -> int:
             "common": common,
             "noise": noise,
             "theory": theory_lines(theory),
-            "bcrit": bcrit_lines(bcrit, bcrit_figures) + bcrit_theory_lines(bcrit_theory),
+            "bcrit": bcrit_lines(bcrit, bcrit_figures)
+            + bcrit_theory_lines(bcrit_theory)
+            + recommend_lines(recommend),
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),

@@ -227,3 +227,27 @@ def test_rlvr_analyze_sets_the_clocks_b_crit_beside_adams_and_sgds_b_noise(tmp_p
     report = (out / "report.md").read_text()
     section = report.split("## The clocks' B_crit against the gradients' B_noise (Adam and SGD)", 1)[1]
     assert " agree" in section and "**disagree**" in section
+
+
+def test_recommend_picks_the_cheapest_measured_pair_with_its_interval():
+    from analysis.clocks import build_tables
+    from analysis.recommend import COLUMNS, recommend_table
+    from analysis.report import fit_conditions
+    from analysis.synthetic import records
+
+    common = dict(COMMON, sizes=(32, 64, 128, 256), seeds=5, targets=(0.3,))
+    specs = [  # alpha 0.4 from a higher start vs flat: at B = 32 the first is cheaper in responses
+        SyntheticSpec(alpha=0.4, prefactor=400.0, seed=7, overrides=(("lr.ref_lr", 1e-5),), **common),
+        SyntheticSpec(alpha=0.0, prefactor=6000.0, seed=8, overrides=(("lr.ref_lr", 1e-4),), **common),
+    ]
+    tables = build_tables(records(*specs))
+    _, fits = fit_conditions(tables, n_boot=100, seed=0, jobs=1)
+    table = recommend_table(tables, fits)
+    assert list(table.columns) == COLUMNS
+    row = table[table["budget"] == "responses"].iloc[0]
+    assert row["condition"] == "lr.ref_lr=1e-05" and row["B"] == 32 and row["eta_ref"] == 1e-5
+    fit = fits[("lr.ref_lr=1e-05", "target:0.3")]
+    assert row["value"] == pytest.approx(math.exp(fit.intercept + fit.exponent * math.log(32)))
+    assert row["value_low"] < row["value"] < row["value_high"] and 0.5 < row["p_best"] <= 1
+    assert row["n_candidates"] == 8 and row["runner_up"] != ""
+    assert set(table["budget"]) >= {"responses", "wall_seconds"}
