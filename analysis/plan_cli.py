@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="requested width of alpha_1 - alpha_2 (default --width)",
     )
+    p.add_argument(
+        "--assurance",
+        type=float,
+        default=0.5,
+        help="plan for the width to be met with this probability (0.5: the median width; rlvr-study: 0.8)",
+    )
     p.add_argument("--rho", type=float, default=0.0, help="correlation of two conditions' exponents (paired)")
     p.add_argument("--targets", type=float, nargs="+", default=None, help="targets to plan (default: all)")
     p.add_argument("--sizes", type=float, nargs="+", default=None, help="candidate rollout sizes B")
@@ -120,6 +126,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--width and --diff-width must be > 0"
     if not -1 < args.rho < 1:
         return "--rho must lie in (-1, 1)"
+    if not 0.5 <= args.assurance < 1:
+        return "--assurance must lie in [0.5, 1)"
     if args.min_seeds < 2:
         return "--min-seeds must be >= 2 (the bootstrap needs two runs at a size)"
     if args.sigma is not None and args.sigma <= 0:
@@ -224,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             max_runs=args.max_runs,
             max_censored=args.max_censored,
             seconds_per_response=c.seconds_per_response,
+            assurance=args.assurance,
         )
         row = design_row(c.condition, c.target, d, args.responses_per_second, c.have if c.have else None)
         row.update(alpha=c.truth.alpha, sigma=c.truth.sigma, requested_width=width)
@@ -247,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_runs=args.max_runs,
                 max_censored=args.max_censored,
                 seconds_per_response=a.seconds_per_response,
+                assurance=args.assurance,
             )
             row = design_row(f"{a.condition} vs {b.condition}", target, d, args.responses_per_second)
             row.update(n_runs=2 * d.n_runs, rho=args.rho, requested_width=diff_width)  # both conditions

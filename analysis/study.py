@@ -49,12 +49,24 @@ KEYS = {
     "common",
     "crossing",
     "failure_width",
+    "horizon_factor",
+    "assurance",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
 CONDITION_DIRECTIVES = {"clock"}
 # Keys a study sets itself on every launch: a condition or an override may not set them.
-RESERVED = {"seed", "rollout.prompts_per_rollout", "run.sweep", "hydra.sweep.dir", "sweeps"}
+# A study never stops a run at its targets (a run's length would move its crossings) and fixes each
+# condition's horizon itself (eval.horizon, after the pilot).
+RESERVED = {
+    "seed",
+    "rollout.prompts_per_rollout",
+    "run.sweep",
+    "hydra.sweep.dir",
+    "sweeps",
+    "train.stop_at_targets",
+    "eval.horizon",
+}
 
 
 class StudyError(ValueError):
@@ -81,6 +93,11 @@ class Study:
     common: bool = True  # one common alpha per condition where the common-alpha test does not reject
     crossing: str = "interval"  # analysis.clocks crossing mode: interval | isotonic
     failure_width: float = 0.6  # the requested width of gamma's interval (conditions with clock: failure)
+    # each targets condition's horizon, fixed after the pilot: this many times the slowest pilot crossing
+    # of the top target at the reference size (capped at the run budget; docs/study.md)
+    horizon_factor: float = 4.0
+    # the planner plans for the width to be met with this probability (0.5: the median width)
+    assurance: float = 0.8
 
     def condition_overrides(self, i: int) -> list[str]:
         return [
@@ -162,6 +179,15 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         study.width = _positive(raw, "width")
     if "failure_width" in raw:
         study.failure_width = _positive(raw, "failure_width")
+    if "horizon_factor" in raw:
+        study.horizon_factor = _positive(raw, "horizon_factor")
+        if study.horizon_factor < 1:
+            raise StudyError(f"horizon_factor: at least 1, got {study.horizon_factor!r}")
+    if "assurance" in raw:
+        value = raw["assurance"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:
+            raise StudyError(f"assurance: a probability in [0.5, 1), got {value!r}")
+        study.assurance = float(value)
     if "common" in raw:
         if not isinstance(raw["common"], bool):
             raise StudyError(f"common: true or false, got {raw['common']!r}")
@@ -232,6 +258,11 @@ class Measurement:
     responses: float  # responses spent by every run of the folder
     group_size: dict[int, int]  # P -> G
     message: str = ""
+    labels: dict[int, str] = field(default_factory=dict)  # condition index -> the analysis' label
+    horizons: dict[int, float] = field(default_factory=dict)  # condition index -> horizon read to
+    proposed_horizons: dict[int, float] = field(default_factory=dict)  # from these runs (horizon_factor)
+    tables: object = None  # the analysis.clocks.Tables fitted
+    exps: pd.DataFrame | None = None  # the exponents table
 
 
 def _matches(value, wanted) -> bool:
@@ -269,10 +300,12 @@ def condition_index(row: pd.Series, study: Study) -> int | None:
     return None
 
 
-def measure(study: Study) -> Measurement:
+def measure(study: Study, horizons: dict[int, float] | None = None) -> Measurement:
     """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
-    ``study.bootstrap`` and ``--targets`` ``study.targets``) and return the requested widths."""
-    from analysis.clocks import ClockOptions, build_tables
+    ``study.bootstrap``, ``--targets`` ``study.targets`` and ``--horizon`` the study's
+    ``horizons.json``) and return the requested widths. ``horizons``: condition index -> the horizon
+    the study fixed for it (the others: the runs' own, ``analysis.clocks``)."""
+    from analysis.clocks import build_tables
     from analysis.load import load_source
     from analysis.report import fit_conditions
 
@@ -281,12 +314,66 @@ def measure(study: Study) -> Measurement:
     if not folder.is_dir():
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no run yet")
     loaded = load_source(str(folder))
-    opts = ClockOptions(targets=tuple(study.targets) if study.targets else None, crossing=study.crossing)
-    tables = build_tables(loaded.runs, opts)
+    tables = build_tables(loaded.runs, clock_options(study))
     if tables.runs.empty:
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
+    if horizons:
+        labels = condition_labels(study, tables)
+        fixed = {labels[i]: h for i, h in horizons.items() if labels.get(i)}
+        tables = build_tables(loaded.runs, clock_options(study, fixed))
     exps, fits = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
     return measurement(study, tables, exps, fits)
+
+
+def clock_options(study: Study, horizons: dict[str, float] | None = None):
+    """The analysis options of a study: its targets and crossing rule, and the horizons it fixed
+    (condition label -> responses; "auto" for the others)."""
+    from analysis.clocks import ClockOptions
+
+    return ClockOptions(
+        targets=tuple(study.targets) if study.targets else None,
+        crossing=study.crossing,
+        horizon=tuple(sorted(horizons.items())) if horizons else "auto",
+    )
+
+
+def condition_labels(study: Study, tables) -> dict[int, str]:
+    """Condition index -> the analysis' condition label (one label per study condition; "" when the
+    runs of a condition carry several labels, i.e. a key outside the study's varies between them)."""
+    out = {}
+    cond = [condition_index(r, study) for _, r in tables.runs.iterrows()]
+    for i in range(len(study.conditions)):
+        labels = sorted({label for c, label in zip(cond, tables.runs["condition"]) if c == i})
+        out[i] = labels[0] if len(labels) == 1 else ""
+    return out
+
+
+def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> float:
+    """The horizon of a targets condition from its pilot runs: ``horizon_factor`` times the slowest
+    crossing of the top target at the reference size (the size nearest ``lr.ref_responses``, else the
+    geometric middle of the sizes), rounded up to a whole rollout of the largest size and capped at
+    what the runs observed (the horizon they were read to). A pilot run at that size that never
+    crossed within it keeps the horizon where it is: the pilot has not seen the condition's time
+    scale. Chosen before any later run starts, so no later run can move it."""
+    from analysis.clocks import target_label
+
+    runs = tables.runs[tables.runs["condition"] == label]
+    if runs.empty or not tables.targets:
+        return math.inf
+    now = float(np.nanmin(runs["horizon"])) if "horizon" in runs else run_budget
+    now = min(now, run_budget)
+    top = target_label(max(tables.targets))
+    if top not in runs:
+        return now
+    sizes = np.unique(runs["B"].to_numpy(float))
+    ref = runs["lr.ref_responses"].dropna() if "lr.ref_responses" in runs else pd.Series(dtype=float)
+    ref_b = float(ref.iloc[0]) if len(ref) else float(np.exp(np.log(sizes).mean()))
+    at = runs[runs["B"] == sizes[np.argmin(np.abs(np.log(sizes) - np.log(ref_b)))]]
+    if at[f"{top}:censored"].astype(bool).any():
+        return now
+    slowest = float(at[top].max())
+    step = float(sizes.max())
+    return float(min(now, math.ceil(study.horizon_factor * slowest / step) * step))
 
 
 def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
@@ -325,6 +412,7 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
     group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
     common = common_exponent_table(tables, fits) if study.common and fits is not None else pd.DataFrame()
     labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
+    wanted_targets = " ".join(f"{a:g}" for a in tables.targets)
 
     def interval(lo, hi) -> float:
         lo, hi = float(lo), float(hi)
@@ -369,7 +457,10 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
             )
         row = common[common["condition"] == label] if label and not common.empty else common.iloc[0:0]
         p_common = float(row["p_common"].iloc[0]) if len(row) == 1 and "p_common" in row else math.nan
-        if len(row) == 1 and math.isfinite(p_common) and p_common >= 0.05:
+        # the common alpha answers for the study only where it combines every target (one left out
+        # for want of an exponent leaves that target's interval unbounded, not the common one narrow)
+        every = len(row) == 1 and str(row["targets"].iloc[0]) == wanted_targets
+        if every and math.isfinite(p_common) and p_common >= 0.05:
             # the common-alpha test does not reject: the common alpha is the reported exponent, and its
             # interval is the one that must be narrow; the per-target widths say how far each target's
             # plan must go (plan_round scales the goal by their ratio to the common width)
@@ -388,7 +479,18 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
             )
         else:
             rows += per_target
-    return Measurement(pd.DataFrame(rows), runs, float(runs["responses"].sum()), group_size)
+    out = Measurement(pd.DataFrame(rows), runs, float(runs["responses"].sum()), group_size)
+    out.labels = {i: (v[0] if len(v) == 1 else "") for i, v in labels.items()}
+    out.tables, out.exps = tables, exps
+    if "horizon" in t:
+        for i, label in out.labels.items():
+            mine = t.loc[t["cond"] == i, "horizon"]
+            if label and len(mine):
+                out.horizons[i] = float(mine.min())
+                budget = float(np.nanmax(t.loc[t["cond"] == i, "budget"])) if "budget" in t else math.inf
+                if study.clock_of(i) == "targets":
+                    out.proposed_horizons[i] = proposed_horizon(study, tables, label, budget)
+    return out
 
 
 # ---------------------------------------------------------------------------------------- planning
@@ -448,17 +550,22 @@ def group_launches(
 
 
 def kept_sizes(study: Study, m: Measurement, cond: int, clock: str, notes: list[str]) -> list[int]:
-    """The sizes that may get more runs for one condition and target: a size where every run crossed
-    the target within a resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of
-    the crossing: ``analysis.clocks``) is dropped, as long as two sizes remain; more seeds there add
-    runs whose crossing is known only to that bracket."""
+    """The sizes that may get more runs for one condition and target: a size the fit leaves out as
+    *early* (most crossings within the first rollouts, all but one such size:
+    ``analysis.report.early_sizes``), and a size where every run crossed the target within a
+    resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of the crossing:
+    ``analysis.clocks``), is dropped, as long as two sizes remain; more seeds there add runs that no
+    reported exponent uses, or whose crossing is known only to that bracket."""
     col = f"limited:{clock}"
-    if col not in m.runs:
-        return list(study.sizes)
+    early: set[float] = set()
+    if m.exps is not None and len(m.exps) and "sizes_early" in m.exps and m.labels.get(cond):
+        row = m.exps[(m.exps["condition"] == m.labels[cond]) & (m.exps["clock"] == clock)]
+        if len(row):
+            early = {float(b) for b in str(row["sizes_early"].iloc[0]).split() if b != "nan"}
     limited = []
     for p in study.sizes:
         at = m.runs[(m.runs["cond"] == cond) & (m.runs["P"] == p)]
-        if len(at) and at[col].astype(bool).all():
+        if len(at) and (set(at["B"].astype(float)) & early or (col in m.runs and at[col].astype(bool).all())):
             limited.append(p)
     if len(study.sizes) - len(limited) < 2:
         return list(study.sizes)
@@ -475,12 +582,15 @@ def plan_round(
     remaining: float,
     remaining_seconds: float = math.inf,
     parallel: float = 1.0,
+    horizons: dict[int, float] | None = None,
 ) -> RoundPlan:
     """The next round (module docstring). ``pilots``: :class:`analysis.plan.PilotCondition` list of
     the folder (with the analysis' condition labels), ``run_budget``: ``train.max_responses``,
     ``remaining``: responses left in the study's budget, ``remaining_seconds``: wall seconds left
     (``budget.hours``), ``parallel``: runs that run at once (the round's wall time is the sum of its
-    runs' expected wall times over ``parallel``)."""
+    runs' expected wall times over ``parallel``), ``horizons``: condition -> the horizon the study
+    fixed (a new run of that condition trains to it, and costs that much)."""
+    horizons = horizons or {}
     notes: list[str] = []
     open_rows = m.widths[m.widths["width"] > m.widths["goal"]]
     used: dict[tuple[int, int], set[int]] = {}
@@ -493,15 +603,17 @@ def plan_round(
     def b_of(p: int) -> float:
         return float(p * g_of.get(p, default_g))
 
-    full = {p: run_responses(b_of(p), run_budget) for p in study.sizes}
+    def full(cond: int, p: int) -> float:
+        return run_responses(b_of(p), min(run_budget, horizons.get(cond, math.inf)))
+
     # a run's expected cost: the median responses of the ended runs of its condition and size (runs
-    # that stop at their targets or fail cost less than the budget), the full budget where none ended
+    # that fail cost less than the budget), the full budget (its horizon) where none ended
     ended = m.runs[m.runs["state"].isin(["completed", "failed"])] if "state" in m.runs else m.runs.iloc[0:0]
     spent_at = ended.groupby(["cond", "P"])["responses"].median().to_dict() if len(ended) else {}
 
     def cost_of(cond: int, p: int) -> float:
         seen = spent_at.get((cond, p))
-        return min(full[p], float(seen)) if seen is not None and seen > 0 else full[p]
+        return min(full(cond, p), float(seen)) if seen is not None and seen > 0 else full(cond, p)
 
     # a run's expected wall time: the median of the ended runs of its condition and size; elsewhere its
     # responses at the seconds per response of every ended run (evaluations and start-up included)
@@ -512,7 +624,12 @@ def plan_round(
 
     def seconds_of(cond: int, p: int) -> float:
         seen = wall_at.get((cond, p))
-        return float(seen) if seen is not None and math.isfinite(seen) else cost_of(cond, p) * per_response
+        if seen is None or not math.isfinite(seen):
+            return cost_of(cond, p) * per_response
+        # runs that ended at the budget ran longer than a run to the horizon will
+        budget_then = spent_at.get((cond, p))
+        scale = cost_of(cond, p) / budget_then if budget_then else 1.0
+        return float(seen) * min(scale, 1.0)
 
     spent_seconds = 0.0
 
@@ -524,7 +641,12 @@ def plan_round(
         """The planner's runs per kept size for one target's interval to reach ``goal``."""
         sizes = kept_sizes(study, m, cond, clock, notes)
         design = plan_design(
-            [b_of(p) for p in sizes], [truth], goal, min_seeds=study.pilot_seeds, max_runs=400
+            [b_of(p) for p in sizes],
+            [truth],
+            goal,
+            min_seeds=study.pilot_seeds,
+            max_runs=400,
+            assurance=study.assurance,
         )
         notes.extend(f"condition {cond} {clock}: {d}" for d in design.dropped)
         for b, n in zip(design.sizes, design.seeds):
@@ -604,8 +726,8 @@ def plan_round(
         now = [counts.get((cond, q), 0) + added.get((cond, q), 0) for q in study.sizes]
         after = list(now)
         after[study.sizes.index(p)] += 1
-        before_w = design_width(sizes, now, truth)
-        return (before_w - design_width(sizes, after, truth)) / cost_of(cond, p) + 1e-12
+        before_w = design_width(sizes, now, truth, study.assurance)
+        return (before_w - design_width(sizes, after, truth, study.assurance)) / cost_of(cond, p) + 1e-12
 
     while deficit and sum(added.values()) < cap:
         affordable = [

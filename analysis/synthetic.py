@@ -1,6 +1,6 @@
 """Synthetic runs with known exponents, to test the analysis and to validate a setup.
 
-Writes complete run directories in the trainer's format (DESIGN.md §6: ``config.yaml``, ``.hydra/``,
+Writes complete run directories in the trainer's format (docs/design.md §6: ``config.yaml``, ``.hydra/``,
 ``metrics.jsonl``, ``status.json``, ``summary.json``, ``checkpoints/``), and optionally the same runs as
 wandb offline runs (logged the way the trainer logs them). Run ``rlvr-analyze`` on the folder and the
 exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json``::
@@ -125,7 +125,7 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def make_config(spec: SyntheticSpec, size: int, seed: int) -> dict[str, Any]:
-    """A config with the trainer's tree (DESIGN.md §2, §6), the condition set by ``spec.overrides``."""
+    """A config with the trainer's tree (docs/design.md §2, §6), the condition set by ``spec.overrides``."""
     group = min(spec.group_size, size)
     if size % group:
         raise ValueError(f"B={size} is not a multiple of group_size={group}")
@@ -373,6 +373,9 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         # a run that failed before reaching a is censored at its failure onset (the competing event)
         censor_at = onset_at * size if failed else evals[-1]["responses"]
         truth[f"target:{a:g}"] = (hit if hit is not None else censor_at, hit is None)
+        # the continuous latent crossing lies in (evaluation below, evaluation at or above]: the
+        # generator's truth is that latent time (analysis.clocks' discrete brackets read the rollout-
+        # quantised time instead, ``--continuous-brackets`` this one)
         truth[f"target:{a:g}:lower"] = evals[idx - 1]["responses"] if idx else (0 if idx == 0 else math.nan)
     onset = onset_at * size if failed else None
     truth["failure"] = (onset if failed else final, not failed)

@@ -31,7 +31,8 @@ import time
 import numpy as np
 import torch
 
-from rlvr_scaling.noisy_quadratic import NoisyQuadratic, critical_batch, sweep
+from analysis.bcrit import simulated_critical_batch as critical_batch
+from rlvr_scaling.noisy_quadratic import NoisyQuadratic, sweep
 
 GROUPS = {
     "single": [(100, 1.0, 1.0, 20.0)],

@@ -1,4 +1,4 @@
-"""Validation: when it runs, and what it measures (DESIGN.md §3).
+"""Validation: when it runs, and what it measures (docs/design.md §3).
 
 Validation runs on the task's fixed held-out set at step 0 and then whenever the ``responses`` clock
 has passed the next scheduled point (at a rollout boundary): every ``eval.every_responses``

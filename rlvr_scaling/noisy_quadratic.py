@@ -9,7 +9,7 @@ shape ``[seeds, d]`` per learning rate, each in its own AdamW parameter group (A
 coordinate, so the rows are independent runs). Each run stops counting at the first step whose loss is
 at or below the target; the **samples to target** at batch b are steps x b, and their curve over b
 (at the best learning rate of a grid for each b) gives the critical batch directly
-(:func:`analysis.bcrit.fit_mccandlish`: ``samples = S_min (1 + b / B_crit)``).
+(``analysis.bcrit.simulated_critical_batch``: McCandlish's ``samples = S_min (1 + b / B_crit)`` fitted).
 
 Along every run, before each step, the two-half estimators of :mod:`rlvr_scaling.noise` measure the
 noise scales from the step's own minibatch (split into halves A and B, the half means drawn exactly):
@@ -189,43 +189,3 @@ def sweep(problem, batches, lrs, seeds, target_frac, max_steps, seed=0, **kwargs
         simulate(problem, b, lrs, seeds, target_frac, max_steps, seed=seed + 7919 * i, **kwargs)
         for i, b in enumerate(batches)
     ]
-
-
-def critical_batch(sims: list[Simulation]) -> dict:
-    """B_crit from the simulated curve (McCandlish's form fitted to the samples to target at the optimal
-    learning rate of each batch, :meth:`Simulation.min_steps`) beside the noise scales measured before the crossings of
-    those runs, pooled over all batches as ratios of means (Adam-aware and SGD trace), and per batch."""
-    from analysis.bcrit import fit_mccandlish
-
-    B, R, per_b = [], [], []
-    pooled = {k: 0.0 for k in KEYS}
-    for sim in sims:
-        j = sim.best()
-        lr, steps = sim.min_steps()
-        B.append(sim.b)
-        R.append(steps * sim.b)
-        totals = {k: float(sim.sums[k][j].sum()) for k in KEYS}
-        for k in KEYS:
-            pooled[k] += totals[k] / max(float(sim.count[j].sum()), 1.0)
-        per_b.append(
-            {
-                "b": sim.b,
-                "lr": lr,
-                "samples": steps * sim.b,
-                "adam": totals["adam_trace"] / totals["adam_signal"]
-                if totals["adam_signal"] > 0
-                else math.inf,
-                "sgd": totals["sgd_trace"] / totals["sgd_signal"] if totals["sgd_signal"] > 0 else math.inf,
-            }
-        )
-    fit = fit_mccandlish(np.array(B, float), np.array(R, float), np.zeros(len(B), bool))
-    return {
-        "b_crit": fit.b_crit,
-        "b_crit_low": fit.profile_low,
-        "b_crit_high": fit.profile_high,
-        "b_noise_adam": pooled["adam_trace"] / pooled["adam_signal"]
-        if pooled["adam_signal"] > 0
-        else math.inf,
-        "b_noise_sgd": pooled["sgd_trace"] / pooled["sgd_signal"] if pooled["sgd_signal"] > 0 else math.inf,
-        "per_b": per_b,
-    }

@@ -32,6 +32,9 @@ from pathlib import Path
 import yaml
 
 STATE = "study_state.json"
+# a round is planned into this share of the hours left: the predicted wall times of its runs (measured
+# on the rounds before) missed by up to 28 % under a changing machine load
+HOURS_MARGIN = 0.85
 
 
 def _state_path(study) -> Path:
@@ -65,14 +68,59 @@ def base_overrides(study, condition: int | None = None) -> list[str]:
     ]
 
 
-def round_jobs(study, launches) -> list[list[str]]:
-    """A round's jobs, one override list per run: its condition's overrides, seed and size."""
+def round_jobs(
+    study, launches, horizons: dict[int, float] | None = None, run_budget: float = math.inf
+) -> list[list[str]]:
+    """A round's jobs, one override list per run: its condition's overrides, seed and size; never
+    stopped at its targets; where the study fixed the condition's horizon, read to it (``eval.horizon``)
+    and, when it is below the run budget, trained to it (``train.max_responses``). Neither
+    ``train.stop_at_targets`` nor ``eval.horizon`` names a run directory (conf/config.yaml)."""
+    horizons = horizons or {}
+
+    def horizon(cond: int) -> list[str]:
+        h = horizons.get(cond)
+        if h is None or not math.isfinite(h):
+            return []
+        return [f"eval.horizon={int(h)}", *([f"train.max_responses={int(h)}"] if h < run_budget else [])]
+
     return [
-        [*study.condition_overrides(x.condition), f"seed={s}", f"rollout.prompts_per_rollout={p}"]
+        [
+            *study.condition_overrides(x.condition),
+            "train.stop_at_targets=false",
+            *horizon(x.condition),
+            f"seed={s}",
+            f"rollout.prompts_per_rollout={p}",
+        ]
         for x in launches
         for s in x.seeds
         for p in x.sizes
     ]
+
+
+def study_horizons(state: dict) -> dict[int, float]:
+    """The horizons the study fixed after its pilot (condition index -> responses)."""
+    return {int(k): float(v) for k, v in (state.get("horizons") or {}).items()}
+
+
+HORIZONS = "horizons.json"
+
+
+def fix_horizons(study, state: dict, m) -> dict[int, float]:
+    """After the pilot: fix each targets condition's horizon from its pilot runs (``horizon_factor``
+    times the slowest crossing of the top target at the reference size, ``analysis.study``), record it
+    in the state, and write ``<folder>/horizons.json`` (condition label -> responses) for
+    ``rlvr-analyze --horizon``. Done once: later runs cannot move it."""
+    if "horizons" in state:
+        return study_horizons(state)
+    fixed = {i: h for i, h in m.proposed_horizons.items() if math.isfinite(h)}
+    state["horizons"] = {str(i): h for i, h in fixed.items()}
+    labels = {m.labels[i]: h for i, h in fixed.items() if m.labels.get(i)}
+    path = Path(study.folder) / HORIZONS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(labels, indent=1, sort_keys=True))
+    for i, h in sorted(fixed.items()):
+        print(f"  condition {i}: horizon {h:g} responses (crossings read up to it; later runs train to it)")
+    return fixed
 
 
 def jobs_file(study, round_index: int) -> Path:
@@ -107,12 +155,12 @@ def check_config(study) -> tuple[float, int]:
     run budget (``train.max_responses``) and the group size G."""
     from omegaconf import OmegaConf
 
-    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.cli.compose import REPO_ROOT, compose
     from rlvr_scaling.config import validate
     from rlvr_scaling.errors import ConfigError
 
     budgets, groups = set(), set()
-    if study.sweep and not (Path(__file__).resolve().parents[2] / "sweeps" / f"{study.sweep}.yaml").is_file():
+    if study.sweep and not (REPO_ROOT / "sweeps" / f"{study.sweep}.yaml").is_file():
         raise SystemExit(f"rlvr-study: sweep: no sweeps/{study.sweep}.yaml")
     for i in range(len(study.conditions)):
         for p in (study.sizes[0], study.sizes[-1]):
@@ -200,14 +248,16 @@ def _analyze(study) -> int:
         args += ["--targets", *[f"{t:g}" for t in study.targets]]
     if study.crossing == "isotonic":
         args.append("--isotonic")
+    if (Path(study.folder) / HORIZONS).is_file():
+        args += ["--horizon", str(Path(study.folder) / HORIZONS)]
     print("rlvr-analyze " + " ".join(args), flush=True)
     return analyze([*args, "--quiet"])
 
 
-def _launch(study, state: dict, plan, kind: str, dry_run: bool) -> None:
+def _launch(study, state: dict, plan, kind: str, dry_run: bool, run_budget: float = math.inf) -> None:
     index = len(state["rounds"])
     path = jobs_file(study, index)
-    jobs = round_jobs(study, plan.launches)
+    jobs = round_jobs(study, plan.launches, study_horizons(state), run_budget)
     entry = {
         "round": index,
         "kind": kind,
@@ -247,7 +297,7 @@ def _finish_round(study, state: dict, entry: dict) -> None:
 
 
 def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
-    from analysis.plan import pilot_conditions
+    from analysis.plan import pilots_from_fits
     from analysis.study import format_widths, measure, pilot_plan, plan_round
 
     run_budget, group = check_config(study)
@@ -267,12 +317,14 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
                 f"rlvr-study: budget.responses: the pilot alone needs {plan.responses:g} responses "
                 f"({plan.n_runs} runs of up to {run_budget:g}); raise it or lower pilot_seeds, sizes or train.max_responses"
             )
-        _launch(study, state, plan, "pilot", dry_run)
+        _launch(study, state, plan, "pilot", dry_run, run_budget)
         if dry_run:
             return 0
         launched += 1
     while True:
-        m = measure(study)
+        m = measure(study, study_horizons(state))
+        if "horizons" not in state and not m.widths.empty:
+            m = measure(study, fix_horizons(study, state, m))
         done = len(state["rounds"])
         print(
             f"after round {done - 1}: {len(m.runs)} runs, {m.responses:g} responses spent"
@@ -295,17 +347,17 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
             print(f"stopped after {launched} round(s) as asked; run the same command to continue")
             return 0
         if reason is None:
-            pilots = pilot_conditions(
-                str(study.folder), targets=study.targets, n_boot=study.bootstrap, crossing=study.crossing
-            )
+            pilots = pilots_from_fits(m.tables, m.exps[m.exps["clock"] != "failure"])
             plan = plan_round(
                 study,
                 m,
                 pilots,
                 run_budget,
                 remaining_responses(study, state, m.responses),
-                remaining_seconds=(study.budget_hours - _hours(state)) * 3600,
+                # a margin for the error of the wall-time prediction: the budget is kept, not overrun
+                remaining_seconds=HOURS_MARGIN * (study.budget_hours - _hours(state)) * 3600,
                 parallel=parallel_runs(state, m),
+                horizons=study_horizons(state),
             )
             for note in plan.notes:
                 print(f"  {note}")
@@ -317,7 +369,7 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
                     else "nothing to add"
                 )
             else:
-                _launch(study, state, plan, "adaptive", dry_run)
+                _launch(study, state, plan, "adaptive", dry_run, run_budget)
                 launched += 1
                 continue
         state["finished"] = reason

@@ -98,7 +98,8 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
         "hydra/sweeper=rlvr_list" in command
         and f"hydra.sweeper.jobs={folder.resolve()}/study_round_0.yaml" in command
     )
-    jobs0 = [[f"seed={s}", f"rollout.prompts_per_rollout={p}"] for s in (0, 1) for p in SIZES]
+    stop = "train.stop_at_targets=false"  # a study never stops a run at its targets
+    jobs0 = [[stop, f"seed={s}", f"rollout.prompts_per_rollout={p}"] for s in (0, 1) for p in SIZES]
     assert yaml.safe_load((folder / "study_round_0.yaml").read_text()) == jobs0 == state1["rounds"][0]["jobs"]
 
     out2 = _study([str(study_file)], tmp_path)
@@ -111,7 +112,11 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert state2["rounds"][0] == state1["rounds"][0]
     assert [r["runs"] for r in state2["rounds"]] == [4, 2] and state2["finished"] == "budget.responses spent"
     assert len(state2["rounds"][1]["commands"]) == 1
-    jobs1 = [["seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES]
+    # the horizon fixed after the pilot: the budget (no pilot run crossed the top target at B_ref)
+    assert json.loads((folder / "horizons.json").read_text()) == {"all": RUN_BUDGET}
+    jobs1 = [
+        [stop, f"eval.horizon={RUN_BUDGET}", "seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES
+    ]
     assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
     after = _status(folder)
     assert len(after) == 6 and {s for s, _, _ in after.values()} == {"completed"}

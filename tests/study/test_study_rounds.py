@@ -36,6 +36,12 @@ GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
         ({"launcher": [5]}, "launcher"),
         ({"targets": [1.5]}, "targets"),
         ({"budget_hours": 3}, "budget_hours"),
+        ({"conditions": [{"train.stop_at_targets": True}]}, "conditions"),
+        ({"overrides": ["train.stop_at_targets=true"]}, "overrides"),
+        ({"overrides": ["eval.horizon=4096"]}, "overrides"),
+        ({"horizon_factor": 0.5}, "horizon_factor"),
+        ({"assurance": 0.3}, "assurance"),
+        ({"assurance": 1.0}, "assurance"),
     ],
 )
 def test_a_wrong_study_file_names_the_key(change, key):
@@ -376,8 +382,8 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
         {
             **GOOD,
             "conditions": [
-                {"loss": "clipped", "lr.ref_lr": 1e-6, "train.stop_at_targets": True},
-                {"loss": "unclipped", "lr.ref_lr": 1e-4, "train.stop_at_targets": False, "clock": "failure"},
+                {"loss": "clipped", "lr.ref_lr": 1e-6},
+                {"loss": "unclipped", "lr.ref_lr": 1e-4, "clock": "failure"},
             ],
         }
     )
@@ -391,7 +397,7 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     assert condition_index(row("clipped", 1e-6, True), study) == 0
     assert condition_index(row("unclipped", 1e-4, False), study) == 1
     assert condition_index(row("clipped", 1e-4, True), study) is None
-    assert condition_index(row("clipped", 1e-6, False), study) is None
+    assert condition_index(row("unclipped", 1e-6, False), study) is None
 
 
 def test_runs_that_stop_early_are_costed_at_what_their_ended_runs_spent(pilot):
@@ -425,3 +431,44 @@ def test_a_round_fits_in_the_hours_left_at_the_runs_measured_wall_times(pilot):
     used = sum(10.0 * p * len(x.seeds) for x in capped.launches for p in x.sizes) / 2.0
     assert 0 < used <= seconds / 4 and capped.n_runs < free.n_runs
     assert any("hours" in n for n in capped.notes)
+
+
+def test_round_jobs_never_stop_at_targets_and_carry_the_fixed_horizon():
+    from rlvr_scaling.cli.study import round_jobs
+
+    study = parse_study({**GOOD, "conditions": [{"lr.ref_lr": 3e-6}, {"lr.ref_lr": 3e-5}]})
+    jobs = round_jobs(study, [Launch(0, [0], [4]), Launch(1, [3], [8])], {1: 2048.0})
+    assert jobs[0] == [
+        "lr.ref_lr=3e-06",
+        "train.stop_at_targets=false",
+        "seed=0",
+        "rollout.prompts_per_rollout=4",
+    ]
+    assert jobs[1] == [
+        "lr.ref_lr=3e-05",
+        "train.stop_at_targets=false",
+        "eval.horizon=2048",
+        "train.max_responses=2048",
+        "seed=3",
+        "rollout.prompts_per_rollout=8",
+    ]
+
+
+def test_the_horizon_after_the_pilot_is_a_multiple_of_the_slowest_reference_crossing(tmp_path):
+    from analysis.clocks import build_tables, target_label
+    from analysis.study import condition_labels, proposed_horizon
+    from analysis.synthetic import records
+
+    spec = SyntheticSpec(sizes=(32, 64, 128), seeds=3, alpha=0.3, gamma=None, targets=(0.3, 0.5), budget=60000,
+                         eval_every=128, b_noise=None, seed=5)  # fmt: skip
+    tables = build_tables(records(spec))
+    study = parse_study({**GOOD, "sizes": [4, 8, 16], "horizon_factor": 2})
+    label = condition_labels(study, tables)[0]
+    runs = tables.runs
+    top = target_label(0.5)
+    at_ref = runs[runs["B"] == 64]  # the geometric middle of the sizes (no lr.ref_responses in the config)
+    expected = min(60000, 128 * math.ceil(2 * at_ref[top].max() / 128))
+    assert proposed_horizon(study, tables, label, 60000) == expected
+    # a reference-size run that never crossed: the pilot has not seen the time scale, the budget stays
+    tables.runs.loc[at_ref.index[0], f"{top}:censored"] = True
+    assert proposed_horizon(study, tables, label, 60000) == 60000

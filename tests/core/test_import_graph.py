@@ -1,0 +1,136 @@
+"""The import graph of the packages (docs/design.md §5): which package may import which, no circles
+inside a package, and configuration on a floor below the phases.
+
+Imports anywhere in a file count, also those inside functions: a deferred import is still an arrow.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("rlvr_scaling", "analysis", "hydra_plugins", "rlvr_scaling_base")
+#: package (or subpackage: the longest prefix applies) -> the packages of the project it may import
+#: besides itself; the trainer's command lines read a study round's job list with the list sweeper's code
+ALLOWED = {
+    "rlvr_scaling_base": set(),
+    "rlvr_scaling": {"rlvr_scaling_base"},
+    "rlvr_scaling.cli": {"rlvr_scaling_base", "hydra_plugins"},
+    "analysis": {"rlvr_scaling_base"},
+    "hydra_plugins": {"rlvr_scaling_base"},
+}
+#: module -> the imports it makes against ALLOWED, each to be removed by a named change
+KNOWN_EXCEPTIONS = {
+    # the launching side of rlvr-study calls the analysis side (fit, plan, report) until the study
+    # becomes its own package above both
+    "rlvr_scaling.cli.study": {"analysis"},
+}
+#: what a run does, in order (rlvr_scaling/trainer.py); configuration must not depend on any of it
+PHASES = (
+    "collect",
+    "advantages",
+    "logprobs",
+    "noise",
+    "curvature",
+    "optimize",
+    "staleness",
+    "accounting",
+    "evaluation",
+    "policy",
+    "per_sample",
+    "trainer",
+    "run",
+)
+
+
+def modules(package: str) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of ``package``."""
+    out = {}
+    for path in sorted((REPO / package).rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """Every module ``name`` imports (absolute, dotted), at module level or inside functions."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports. A package's own ``__init__`` is left out of
+    its submodules' arrows: importing any submodule runs it, whatever the submodule imports."""
+    mods = modules(package)
+    return {
+        name: {m for m in imports(name, path) if m in mods and m != name and not name.startswith(m + ".")}
+        for name, path in mods.items()
+    }
+
+
+def test_the_graph_sees_relative_deferred_and_submodule_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "sub" / "__init__.py").write_text("from . import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..a import x\n")
+    found = imports("pkg.sub.b", pkg / "sub" / "b.py")
+    assert "pkg.a" in found
+    assert "pkg.sub.b" in imports("pkg.sub", pkg / "sub" / "__init__.py")
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter({"a": {"b"}, "b": {"a"}}).prepare()
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_package_imports_only_the_packages_below_it(package):
+    wrong = {}
+    for name, path in modules(package).items():
+        others = {m.split(".")[0] for m in imports(name, path)} & set(PACKAGES) - {package}
+        floor = max((p for p in ALLOWED if name == p or name.startswith(p + ".")), key=len)
+        extra = others - ALLOWED[floor] - KNOWN_EXCEPTIONS.get(name, set())
+        if extra:
+            wrong[name] = sorted(extra)
+    assert not wrong, wrong
+
+
+def test_the_known_exceptions_still_exist():
+    """An exception that no longer happens is removed from the list (the list only shrinks)."""
+    for name, allowed in KNOWN_EXCEPTIONS.items():
+        path = modules(name.split(".")[0])[name]
+        assert {m.split(".")[0] for m in imports(name, path)} >= allowed, name
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circles_inside_a_package(package):
+    g = graph(package)
+    assert g
+    graphlib.TopologicalSorter(g).prepare()  # raises CycleError naming the circle
+
+
+def test_configuration_imports_no_phase():
+    """config.py (schemas, validation, derived numbers) stands on the plug-in floors, never on a phase,
+    directly or through what it imports."""
+    g = graph("rlvr_scaling")
+    reached, todo = set(), ["rlvr_scaling.config"]
+    while todo:
+        for dep in g[todo.pop()] - reached:
+            reached.add(dep)
+            todo.append(dep)
+    phases = {f"rlvr_scaling.{p}" for p in PHASES}
+    assert not reached & phases, sorted(reached & phases)
+    assert "rlvr_scaling.noise_config" in reached  # the graph sees config's imports at all
