@@ -10,7 +10,8 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
+``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``bcrit_theory.csv``, ``recommend.csv``,
+``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
 ``trend.csv``, ``hazard.csv``/``hazard_fit.csv`` (the failure clock per rollout), ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
@@ -30,6 +31,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis._parallel import default_jobs
+from analysis.bcrit import bcrit_lines, bcrit_tables, plot_bcrit
+from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
 from analysis.blocks import markdown_lines as blocks_markdown
 from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
@@ -40,6 +43,7 @@ from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
 from analysis.noise_scale import agreement, noise_table
+from analysis.recommend import recommend_lines, recommend_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
 from analysis.theory import theory_lines, theory_table
@@ -232,6 +236,16 @@ def run(args: argparse.Namespace, api=None) -> int:
     theory = theory_table(
         tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
     )
+    bcrit, bcrit_theory = bcrit_tables(
+        tables,
+        exponents,
+        fits,
+        args.bootstrap,
+        args.seed,
+        args.resample,
+        args.jobs,
+        {r.run: r.rows for r in loaded.runs},
+    )
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
@@ -255,6 +269,10 @@ def run(args: argparse.Namespace, api=None) -> int:
     hazard[1].to_csv(out / "hazard_fit.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
     theory.to_csv(out / "theory.csv", index=False)
+    bcrit.to_csv(out / "bcrit.csv", index=False)
+    bcrit_theory.to_csv(out / "bcrit_theory.csv", index=False)
+    recommend = recommend_table(tables, fits)
+    recommend.to_csv(out / "recommend.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
@@ -263,6 +281,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         out / "skipped.csv", index=False
     )
     plots: list[str] = []
+    bcrit_figures: list[str] = []  # drawn into the B_crit section, not the figure list
     if not args.no_plots:
         from analysis.plots import plot_all  # matplotlib only when figures are wanted
 
@@ -290,6 +309,10 @@ def run(args: argparse.Namespace, api=None) -> int:
             warnings=figure_warnings,
         )
         plots += _hazard_figure(out, tables, hazard, tuple(args.formats), args.dpi, figure_warnings)
+        try:
+            bcrit_figures = plot_bcrit(out, bcrit, tuple(args.formats), args.dpi)
+        except Exception as err:  # noqa: BLE001 - a figure that cannot be drawn never stops the analysis
+            figure_warnings.append(f"figure 'b_crit_from_clocks' skipped: {type(err).__name__}: {err}")
         messages = messages + figure_warnings
         for w in figure_warnings:
             print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
@@ -316,6 +339,9 @@ def run(args: argparse.Namespace, api=None) -> int:
             "common": common,
             "noise": noise,
             "theory": theory_lines(theory),
+            "bcrit": bcrit_lines(bcrit, bcrit_figures)
+            + bcrit_theory_lines(bcrit_theory)
+            + recommend_lines(recommend),
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),

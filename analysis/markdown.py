@@ -139,6 +139,7 @@ def write_report(
         extra.get("trend") or [],  # exponents along a numeric key (analysis.trend.trend_lines)
         _noise(extra.get("noise"), exponents),
         extra.get("theory") or [],  # predicted vs fitted α (analysis.theory.theory_lines)
+        extra.get("bcrit") or [],  # McCandlish's B_crit from the clocks (analysis.bcrit.bcrit_lines)
         _goodness_of_fit(exponents),
         _sigmoid(extra.get("sigmoid")),
         _warnings(exponents),

@@ -192,3 +192,50 @@ class PerSampleNoise:
             )
             out = noise_from_norms(res.norms_sq, res.sum_norm_sq, self.minibatch)
         return {f"per_sample_{k}": v for k, v in out.items()}
+
+
+# ---- B_noise for Adam: the noise scale of the preconditioned update (docs/theory.md) ---------------------
+
+
+def adam_preconditioner(optimizer: torch.optim.Optimizer, params) -> list[torch.Tensor] | None:
+    """``P = 1 / (sqrt(v_hat) + eps)`` per parameter from an Adam/AdamW optimizer's own state:
+    ``v_hat = exp_avg_sq / (1 - beta2^t)`` (torch's bias correction, ``t`` its ``step``), ``eps`` that of
+    the parameter's group. A parameter the optimizer does not train gets P = 0 (its update is 0). None
+    before the first step (no state yet) or when no parameter is the optimizer's (a sharded copy: the
+    state belongs to the shards)."""
+    groups = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    if not any(id(p) in groups for p in params):
+        return None
+    out = []
+    for p in params:
+        group = groups.get(id(p))
+        if group is None:
+            out.append(torch.zeros_like(local_tensor(p.detach()), dtype=torch.float32))
+            continue
+        state = optimizer.state.get(p)
+        if not state or "exp_avg_sq" not in state:
+            return None
+        t = float(state["step"])
+        beta2 = group["betas"][1]
+        v_hat = local_tensor(state["exp_avg_sq"].detach()).float() / (1.0 - beta2**t)
+        out.append(1.0 / (v_hat.sqrt() + group["eps"]))
+    return out
+
+
+def two_half_estimates(mean_a, mean_b, n_a: float, n_b: float, weight=None) -> dict:
+    """Unbiased ``G'XG`` and ``tr(X Sigma)`` per sample from the means of two independent halves of a
+    batch (``n_a`` and ``n_b`` i.i.d. samples; ``X = diag(weight)``, the identity when None), over the last
+    axis (leading axes are independent batches):
+
+        E[M_A' X M_B] = G'XG,       E[(M_A - M_B)' X (M_A - M_B)] = tr(X Sigma) (1/n_a + 1/n_b)
+
+    The cross product of the two half means is the unbiased signal: no sample meets itself, so no
+    noise term enters (unlike |mean|^2). With prompts as the unit (responses of a prompt correlated),
+    the halves are sets of whole prompts and ``Sigma`` is the covariance of one prompt's mean gradient;
+    :func:`rlvr_scaling.curvature.cell_estimates` splits it further into within and between prompts."""
+    w = 1.0 if weight is None else weight
+    diff = mean_a - mean_b
+    return {
+        "signal": (mean_a * w * mean_b).sum(-1),
+        "trace": (diff * w * diff).sum(-1) / (1.0 / n_a + 1.0 / n_b),
+    }

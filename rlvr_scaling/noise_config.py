@@ -38,6 +38,10 @@ class NoiseParams:
         1e-4  # finite-difference step h = hvp_eps * |theta| / |v| (above the weights' dtype resolution)
     )
     power_iterations: int = 3  # top-eigenvalue power iterations per measurement (0: not measured)
+    # noise/adam_* (tr(P Sigma), G'PG, their ratio: the noise scale of Adam's preconditioned update, P from
+    # the optimizer's state) and noise/all_* (the SGD trace version), from cells over ALL the rollout's
+    # prompts, whenever the noise at theta_old runs: about one more backward pass over the rollout
+    adam_noise: bool = False
 
     def validate(self, prefix: str = "noise") -> None:
         if self.per_sample not in NOISE_MODES:
@@ -67,5 +71,7 @@ class NoiseParams:
             raise ConfigError(f"{prefix}.hvp must be one of {', '.join(HVP_KINDS)} (got {self.hvp!r})")
         if not self.hvp_eps > 0:
             raise ConfigError(f"{prefix}.hvp_eps must be > 0 (got {self.hvp_eps})")
+        if self.adam_noise and not self.at_theta_old:
+            raise ConfigError(f"{prefix}.adam_noise needs {prefix}.at_theta_old=true")
         if self.power_iterations < 0:
             raise ConfigError(f"{prefix}.power_iterations must be >= 0 (got {self.power_iterations})")

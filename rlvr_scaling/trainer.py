@@ -182,6 +182,10 @@ class Trainer:
         with self.flop_meter.paused():  # noise/ and curv/ at theta_old (instruments: not on the clock)
             at_old = self.theta_old.before_steps(batch.gen, advantages, r, batch.perf)
         estimates = {k.removeprefix("noise/"): v for k, v in at_old.items() if k.startswith("noise/")}
+        with self.flop_meter.paused():  # noise/adam_*, noise/all_* over all prompts (noise.adam_noise)
+            at_old.update(
+                self.theta_old.adam_noise(batch.gen, advantages, r, self.optim.optimizer, batch.perf)
+            )
         t = time.perf_counter()
         train = self.optim.run(  # K steps
             batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights, {**estimates, **per_sample}
