@@ -614,6 +614,9 @@ def _failure_columns(fail: _Failure, state: str, rows, opts: ClockOptions) -> di
         "failure": fail.value,
         "failure:lower": fail.lower,
         "failure:resolution_limited": fail.limited,
+        # failure:lower is the end of the first rollout the failure can be in (whole-rollout brackets),
+        # or the responses after which it began (continuous brackets)
+        "failure:lower_inclusive": bool(opts.discrete),
         "failure:censored": fail.censored,
         "failure:detector": fail.detector,
         "failure:detection": on_clock(fail.detection),

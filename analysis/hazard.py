@@ -7,7 +7,8 @@ Per run (responses clock, B responses per rollout):
   k − 1 rollouts and failed in the k-th, which counts as at risk and failed. Its onset is known only to
   the interval (``failure:lower``, ``failure``] (docs/failure.md), so the failing rollout lies in
   ``[k_lo, k]`` with ``k_lo = ⌊lower / B⌋ + 1`` (``k_lo = k`` for an exact time; ``k_lo = 1`` for a
-  left-censored one, lower = 0). The likelihood sums over that range:
+  left-censored one, lower = 0); with whole-rollout brackets (``failure:lower_inclusive``, the
+  default of ``analysis.clocks``) ``failure:lower`` is the first rollout's end itself, ``k_lo = lower / B``. The likelihood sums over that range:
   ``P(k_lo ≤ T ≤ k) = S(k_lo − 1) − S(k)``;
 * a run that did not fail (or is incomplete and kept in the fits) completed ``n = ⌊R_end / B⌋``
   rollouts without failing: right-censored, ``S(n)``.
@@ -133,9 +134,19 @@ def rollout_times(runs: pd.DataFrame) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         onset_k = np.maximum(np.ceil(R / B - eps), 1.0)
         completed = np.floor(R / B + eps)
-        lo_k = np.where(
-            np.isfinite(lower) & (lower < R), np.floor(np.maximum(lower, 0.0) / B + eps) + 1, onset_k
+        # whole-rollout brackets (analysis.clocks, the default) give the first rollout the failure can
+        # have been in; continuous ones the responses after which it began
+        inclusive = (
+            runs["failure:lower_inclusive"].fillna(False).astype(bool).to_numpy()
+            if "failure:lower_inclusive" in runs
+            else np.zeros(len(runs), bool)
         )
+        first = np.where(
+            inclusive,
+            np.ceil(np.maximum(lower, 0.0) / B - eps),
+            np.floor(np.maximum(lower, 0.0) / B + eps) + 1,
+        )
+        lo_k = np.where(np.isfinite(lower) & (lower < R), first, onset_k)
     k_hi = np.where(failed, onset_k, completed)
     k_lo = np.where(failed, np.clip(lo_k, 1.0, onset_k), completed)
     out = pd.DataFrame(

@@ -405,6 +405,12 @@ def _hazard(hazard) -> list[str]:
         "detectors",
     ]
     lines.append(markdown_table(header, rows))
+    return lines + _hazard_fit(fit)
+
+
+def _hazard_fit(fit) -> list[str]:
+    """The cloglog slope across sizes and gamma apart from the first-update outcome (``hazard_fit.csv``)."""
+    lines: list[str] = []
     if fit is not None and len(fit):
         lines += [
             "",

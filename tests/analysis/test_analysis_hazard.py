@@ -191,16 +191,21 @@ def test_truncated_gamma_recovers_gamma_where_many_runs_fail_at_the_first_update
     assert naive.exponent > res["gamma_high"]  # survivors without truncation: the slow runs at large B
 
 
-def test_the_slope_bootstrap_resamples_seed_blocks_where_every_seed_has_every_size():
+def test_the_slope_bootstrap_resamples_seed_blocks_where_seeds_apply():
     rng = np.random.default_rng(2)
     runs = _geometric_runs(rng, [32, 64, 128, 256], mu0=0.05, slope=0.6, seeds=6, budget=4096)
     runs["seed"] = runs.groupby("B").cumcount()
     fit = hz.hazard_tables(_tables(runs), n_boot=100, seed=0, resample="seeds")[1].set_index("sample")
     assert fit.loc["all", "resampling"] == "seeds" and fit.loc["all", "n_boot"] > 90
     assert fit.loc["all", "boot_low"] < fit.loc["all", "slope"] < fit.loc["all", "boot_high"]
+    # seed 0 lacks B = 32: still blocks (each seed brings the runs it holds, analysis.blocks)
     lacking = runs.drop(index=runs.index[(runs["seed"] == 0) & (runs["B"] == 32)])
     again = hz.hazard_tables(_tables(lacking), n_boot=100, seed=0, resample="seeds")[1]
-    assert again.set_index("sample").loc["all", "resampling"] == "runs"  # seed 0 lacks B = 32
+    assert again.set_index("sample").loc["all", "resampling"] == "seeds"
+    # a size held by a single seed: the within-size bootstrap
+    thin = runs.drop(index=runs.index[(runs["seed"] > 0) & (runs["B"] == 32)])
+    last = hz.hazard_tables(_tables(thin), n_boot=100, seed=0, resample="seeds")[1]
+    assert last.set_index("sample").loc["all", "resampling"] == "runs"
 
 
 def test_a_sweep_without_failures_gives_empty_tables_with_a_note():
@@ -238,3 +243,22 @@ def test_rlvr_analyze_writes_the_hazard_outputs(tmp_path: Path, capsys):
     assert pd.read_csv(out2 / "hazard.csv").empty and pd.read_csv(out2 / "hazard_fit.csv").empty
     assert "no run failed" in (out2 / "report.md").read_text()
     assert "note: no run failed" in capsys.readouterr().out
+
+
+def test_whole_rollout_lower_bounds_are_the_first_rollout_itself():
+    import pandas as pd
+
+    from analysis.hazard import rollout_times
+
+    runs = pd.DataFrame(
+        {
+            "B": [64.0, 64.0],
+            "failure": [640.0, 640.0],
+            "failure:lower": [512.0, 512.0],
+            "failure:censored": [False, False],
+            "failure:lower_inclusive": [True, False],
+        }
+    )
+    k = rollout_times(runs)
+    # inclusive (analysis.clocks' whole-rollout brackets): rollouts 8..10; exclusive (after 512): 9..10
+    assert list(k["k_lo"]) == [8, 9] and list(k["k_hi"]) == [10, 10]

@@ -233,7 +233,12 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
     state = json.loads((folder / "study_state.json").read_text())
     assert len(state["rounds"]) == 1 and state["rounds"][0]["ended"] is None
     assert len(state["rounds"][0]["commands"]) == 1 and len(state["rounds"][0]["jobs"]) == 8
-    assert state["rounds"][0]["jobs"][0] == ["optim.grad_clip=1.0", "seed=0", "rollout.prompts_per_rollout=2"]
+    assert state["rounds"][0]["jobs"][0] == [
+        "optim.grad_clip=1.0",
+        "train.stop_at_targets=false",
+        "seed=0",
+        "rollout.prompts_per_rollout=2",
+    ]
 
     # an adaptive round that is no cartesian product: 3 multiruns before, one array now
     study = load_study(study_file, base=tmp_path)
@@ -248,10 +253,11 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
     assert len(sent) == 2, "one sbatch call for the round"
     assert _sbatch_flags(sent[1])["array"] == "0-4%4"
     jobs = yaml.safe_load((folder / "study_round_1.yaml").read_text())
+    stop = "train.stop_at_targets=false"
     assert sorted(" ".join(j) for j in jobs) == sorted(
-        [f"optim.grad_clip=1.0 seed={s} rollout.prompts_per_rollout=2" for s in (2, 3)]
-        + ["optim.grad_clip=1.0 seed=3 rollout.prompts_per_rollout=4"]
-        + [f"optim.grad_clip=0.5 seed=2 rollout.prompts_per_rollout={p}" for p in SIZES]
+        [f"optim.grad_clip=1.0 {stop} seed={s} rollout.prompts_per_rollout=2" for s in (2, 3)]
+        + [f"optim.grad_clip=1.0 {stop} seed=3 rollout.prompts_per_rollout=4"]
+        + [f"optim.grad_clip=0.5 {stop} seed=2 rollout.prompts_per_rollout={p}" for p in SIZES]
     )
 
 
