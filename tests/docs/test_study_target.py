@@ -29,7 +29,7 @@ def target_commands(name: str) -> list[list[str]]:
 def test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses():
     import yaml
 
-    from analysis.study import parse_study
+    from rlvr_study.rounds import parse_study
 
     commands = target_commands("study")
     study_cmd = [c for c in commands if c[0] == "rlvr-study"]

@@ -18,12 +18,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 
-from analysis.study import Launch, parse_study
 from hydra_plugins.rlvr_list_sweeper import expand_jobs, read_jobs
 from rlvr_scaling.cli.compose import CONF_DIR, VERSION_BASE, register_resolvers
 from rlvr_scaling.cli.grid import list_jobs
-from rlvr_scaling.cli.study import base_overrides, jobs_file, launch_command, round_jobs, write_jobs
 from rlvr_scaling.config import register_configs
+from rlvr_study.cli import base_overrides, jobs_file, launch_command, round_jobs, write_jobs
+from rlvr_study.rounds import Launch, parse_study
 
 # A round that is no cartesian product: two conditions, different seeds, sizes with different seeds.
 ROUND = [Launch(0, [2, 3], [2]), Launch(0, [3], [8]), Launch(1, [2], [2])]

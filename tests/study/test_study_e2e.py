@@ -21,7 +21,7 @@ import yaml
 from tests.conftest import tiny_cli
 
 REPO = Path(__file__).resolve().parents[2]
-STUDY = [sys.executable, "-m", "rlvr_scaling.cli.study"]
+STUDY = [sys.executable, "-m", "rlvr_study.cli"]
 RUN_BUDGET = 32
 SIZES = [2, 4]  # prompts per rollout, G = 4: B = 8, 16
 
@@ -193,8 +193,8 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
     needed). The refused round stays in the state as unfinished, so the next call launches it again.
     A round whose conditions get different seeds at different sizes (not a cartesian product) is one
     array too (the real cluster: tests/slurm/test_slurm_study.py)."""
-    from analysis.study import Launch, RoundPlan, load_study
-    from rlvr_scaling.cli.study import _launch, load_state
+    from rlvr_study.cli import _launch, load_state
+    from rlvr_study.rounds import Launch, RoundPlan, load_study
 
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()

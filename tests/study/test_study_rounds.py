@@ -1,4 +1,4 @@
-"""The study file's validation and the round planning of ``rlvr-study`` (``analysis/study.py``) on
+"""The study file's validation and the round planning of ``rlvr-study`` (``rlvr_study/rounds.py``) on
 synthetic pilot run directories (``analysis.synthetic``): no trainer, no launch."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.plan import pilot_conditions, run_responses
-from analysis.study import Launch, StudyError, group_launches, measure, parse_study, plan_round
 from analysis.synthetic import SyntheticSpec, write_sweep
+from rlvr_study.plan import pilot_conditions, run_responses
+from rlvr_study.rounds import Launch, StudyError, group_launches, measure, parse_study, plan_round
 
 GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
 
@@ -221,7 +221,7 @@ def test_rlvr_analyze_on_the_folder_gives_the_studys_widths(pilot, tmp_path):
 def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, capsys):
     """Every studies/*.yaml parses, and ``rlvr-study --dry-run`` composes its first and last job per
     condition and prints the pilot's one command and its jobs without running anything."""
-    from rlvr_scaling.cli.study import main
+    from rlvr_study.cli import main
 
     monkeypatch.chdir(tmp_path)
     assert main([str(path), "--dry-run"]) == 0
@@ -376,7 +376,7 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     # run is matched through the override in its directory name
     import pandas as pd
 
-    from analysis.study import condition_index
+    from rlvr_study.rounds import condition_index
 
     study = parse_study(
         {
@@ -434,7 +434,7 @@ def test_a_round_fits_in_the_hours_left_at_the_runs_measured_wall_times(pilot):
 
 
 def test_round_jobs_never_stop_at_targets_and_carry_the_fixed_horizon():
-    from rlvr_scaling.cli.study import round_jobs
+    from rlvr_study.cli import round_jobs
 
     study = parse_study({**GOOD, "conditions": [{"lr.ref_lr": 3e-6}, {"lr.ref_lr": 3e-5}]})
     jobs = round_jobs(study, [Launch(0, [0], [4]), Launch(1, [3], [8])], {1: 2048.0})
@@ -456,8 +456,8 @@ def test_round_jobs_never_stop_at_targets_and_carry_the_fixed_horizon():
 
 def test_the_horizon_after_the_pilot_is_a_multiple_of_the_slowest_reference_crossing(tmp_path):
     from analysis.clocks import build_tables, target_label
-    from analysis.study import condition_labels, proposed_horizon
     from analysis.synthetic import records
+    from rlvr_study.rounds import condition_labels, proposed_horizon
 
     spec = SyntheticSpec(sizes=(32, 64, 128), seeds=3, alpha=0.3, gamma=None, targets=(0.3, 0.5), budget=60000,
                          eval_every=128, b_noise=None, seed=5)  # fmt: skip

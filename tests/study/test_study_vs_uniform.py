@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.plan import Schedule, pilot_conditions, run_responses
-from analysis.study import kept_sizes, measure, plan_round
 from analysis.synthetic import write_sweep
+from rlvr_study.plan import Schedule, pilot_conditions, run_responses
+from rlvr_study.rounds import kept_sizes, measure, plan_round
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(

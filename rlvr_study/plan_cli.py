@@ -10,7 +10,7 @@ Prints, per condition and target, the seeds per size (``B:runs``), the planned m
 interval, the cost (responses, serial wall hours, GPU-hours), the probability that a run at each size
 ends censored and the evaluation bracket near the median crossing; then the same for the difference of
 every pair of conditions. ``--out DIR`` writes ``plan.csv`` and ``plan_difference.csv``. The model and
-the allocation are in :mod:`analysis.plan`.
+the allocation are in :mod:`rlvr_study.plan`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.plan import Design, PilotCondition, Schedule, Truth, pilot_conditions, plan_design
+from rlvr_study.plan import Design, PilotCondition, Schedule, Truth, pilot_conditions, plan_design
 
 
 def design_row(label: str, target: str, design: Design, rps: float | None, have=None) -> dict:

@@ -1,6 +1,6 @@
 """Adaptive rounds of a study: the study file, the widths after a round, and the runs of the next.
 
-``rlvr-study STUDY.yaml`` (``rlvr_scaling/cli/study.py``, the side that launches runs) alternates
+``rlvr-study STUDY.yaml`` (``rlvr_study/cli.py``, the side that launches runs) alternates
 between launching a round of runs and the functions here, which only read run directories:
 
 - :func:`load_study` reads and validates the study file (a wrong key fails before any compute, with a
@@ -9,8 +9,8 @@ between launching a round of runs and the functions here, which only read run di
   ``analysis.report.fit_conditions``, the same bootstrap seed) and returns the width of every requested
   95 % interval of α (per condition and target), the runs per condition, size and seed, and the
   responses spent;
-- :func:`plan_round` asks the planner (:func:`analysis.plan.plan_design`, fed by
-  :func:`analysis.plan.pilot_conditions`) for the design that meets the width of every interval still
+- :func:`plan_round` asks the planner (:func:`rlvr_study.plan.plan_design`, fed by
+  :func:`rlvr_study.plan.pilot_conditions`) for the design that meets the width of every interval still
   too wide, and takes the runs it lacks, at most the remaining budget, choosing one run at a time the
   (condition, size) whose run narrows the planned width of that condition's widest interval the most
   per response. Sizes the planner drops (runs there end censored at the budget) get no more runs. A
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from analysis.plan import design_width, plan_design, run_responses
+from rlvr_study.plan import design_width, plan_design, run_responses
 
 KEYS = {
     "name",
@@ -584,7 +584,7 @@ def plan_round(
     parallel: float = 1.0,
     horizons: dict[int, float] | None = None,
 ) -> RoundPlan:
-    """The next round (module docstring). ``pilots``: :class:`analysis.plan.PilotCondition` list of
+    """The next round (module docstring). ``pilots``: :class:`rlvr_study.plan.PilotCondition` list of
     the folder (with the analysis' condition labels), ``run_budget``: ``train.max_responses``,
     ``remaining``: responses left in the study's budget, ``remaining_seconds``: wall seconds left
     (``budget.hours``), ``parallel``: runs that run at once (the round's wall time is the sum of its

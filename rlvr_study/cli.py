@@ -1,7 +1,7 @@
 """``rlvr-study STUDY.yaml``: a study in adaptive rounds, until every requested width is met.
 
 Round 0 (the pilot) runs ``pilot_seeds`` seeds at every size of every condition. After each round the
-folder is fitted and planned (``analysis/study.py``: the widths of the requested 95 % intervals of α,
+folder is fitted and planned (``rlvr_study/rounds.py``: the widths of the requested 95 % intervals of α,
 the planner's runs to add), and the next round launches them. A round is one ``rlvr-train -m`` command,
 whatever its conditions, seeds and sizes: its runs are listed in ``<folder>/study_round_<k>.yaml`` (one
 override list per run) and launched by the ``rlvr_list`` sweeper (``hydra_plugins/rlvr_list_sweeper``)
@@ -104,7 +104,7 @@ HORIZONS = "horizons.json"
 
 def fix_horizons(study, state: dict, m) -> dict[int, float]:
     """After the pilot: fix each targets condition's horizon from its pilot runs (``horizon_factor``
-    times the slowest crossing of the top target at the reference size, ``analysis.study``), record it
+    times the slowest crossing of the top target at the reference size, ``rlvr_study.rounds``), record it
     in the state, and write ``<folder>/horizons.json`` (condition label -> responses) for
     ``rlvr-analyze --horizon``. Done once: later runs cannot move it."""
     if "horizons" in state:
@@ -294,8 +294,8 @@ def _finish_round(study, state: dict, entry: dict) -> None:
 
 
 def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
-    from analysis.plan import pilots_from_fits
-    from analysis.study import format_widths, measure, pilot_plan, plan_round
+    from rlvr_study.plan import pilots_from_fits
+    from rlvr_study.rounds import format_widths, measure, pilot_plan, plan_round
 
     run_budget, group = check_config(study)
     state = load_state(study)
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from analysis.study import StudyError, load_study
+    from rlvr_study.rounds import StudyError, load_study
 
     try:
         study = load_study(args.study)
