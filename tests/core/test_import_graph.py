@@ -123,3 +123,53 @@ def test_configuration_imports_no_phase():
     phases = {f"rlvr_scaling.{p}" for p in PHASES}
     assert not reached & phases, sorted(reached & phases)
     assert "rlvr_scaling.noise_config" in reached  # the graph sees config's imports at all
+
+
+def test_the_study_stands_above_the_trainer_and_the_analysis():
+    """rlvr_study imports both packages below it; nothing below imports the study, and the trainer
+    imports nothing from the analysis."""
+    study = set().union(*({m.split(".")[0] for m in imports(n, p)} for n, p in modules("rlvr_study").items()))
+    assert {"rlvr_scaling", "analysis"} <= study
+    for package in set(PACKAGES) - {"rlvr_study"}:
+        wrong = {
+            n
+            for n, p in modules(package).items()
+            if any(m.split(".")[0] == "rlvr_study" for m in imports(n, p))
+        }
+        assert not wrong, (package, sorted(wrong))
+    trainer = {
+        n
+        for n, p in modules("rlvr_scaling").items()
+        if any(m.split(".")[0] == "analysis" for m in imports(n, p))
+    }
+    assert not trainer, sorted(trainer)
+
+
+#: the longest a function may be (its ``def`` line to its last line, docstring included)
+MAX_FUNCTION_LINES = 120
+#: the packages held to it (analysis joins when its longest functions are split)
+SHORT_FUNCTION_PACKAGES = ("rlvr_study", "rlvr_scaling", "rlvr_scaling_base", "hydra_plugins")
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``name (lines)`` of every function or method in ``path`` longer than ``limit`` lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > limit:
+                out.append(f"{node.name} ({n})")
+    return out
+
+
+def test_the_length_check_counts_nested_functions_and_methods(tmp_path):
+    body = "\n".join(f"        x{i} = {i}" for i in range(120))
+    (tmp_path / "m.py").write_text(f"class A:\n    def f(self):\n{body}\n\n\ndef g():\n    return 1\n")
+    assert long_functions(tmp_path / "m.py") == ["f (121)"]
+    assert long_functions(tmp_path / "m.py", limit=121) == []
+
+
+@pytest.mark.parametrize("package", SHORT_FUNCTION_PACKAGES)
+def test_no_function_is_longer_than_the_limit(package):
+    wrong = {name: found for name, path in modules(package).items() if (found := long_functions(path))}
+    assert not wrong, wrong
