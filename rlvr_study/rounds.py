@@ -437,8 +437,8 @@ def allocate(
         now = [have.get((cond, q), 0) + out.added.get((cond, q), 0) for q in study.sizes]
         return wanted.ratios.get(cond, math.inf), _narrowing(study, costs, widest[cond], now, key)
 
+    wall = {k: costs.seconds[k] / budget.parallel for k in deficit}  # a run's share of the round's time
     while deficit and sum(out.added.values()) < cap:
-        wall = {k: costs.seconds[k] / budget.parallel for k in deficit}
         affordable = [
             k for k in deficit if budget.fits(out.responses + costs.responses[k], out.seconds + wall[k])
         ]
