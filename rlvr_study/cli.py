@@ -328,7 +328,7 @@ def _pilot(study: Study, run_budget: float, group: int) -> RoundPlan:
 
 def run_study(study: Study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
     """The study's rounds until it stops (module docstring); the exit status of its ``rlvr-analyze``, or
-    0 when it stopped after ``stop_after`` rounds or ``dry_run`` printed the pilot."""
+    0 when it stopped after ``stop_after`` rounds or ``dry_run`` printed the next round."""
     run_budget, group = check_config(study)
     state = load_state(study)
     launched = 0
@@ -361,6 +361,8 @@ def run_study(study: Study, *, stop_after: int | None = None, dry_run: bool = Fa
                 print(f"  {note}")
             if plan.launches:
                 _launch(study, state, plan, "adaptive", dry_run)
+                if dry_run:  # printed, not launched: the same plan would follow forever
+                    return 0
                 launched += 1
                 continue
             reason = plan.stop or StopReason.NOTHING_TO_ADD

@@ -478,3 +478,56 @@ def test_the_horizon_after_the_pilot_is_a_multiple_of_the_slowest_reference_cros
     # a reference-size run that never crossed: the pilot has not seen the time scale, the budget stays
     tables.runs.loc[at_ref.index[0], f"{top}:censored"] = True
     assert proposed_horizon(study, tables, label, 60000) == 60000
+
+
+def test_a_dry_run_after_the_pilot_prints_the_next_round_and_launches_nothing(pilot, tmp_path, capsys):
+    """``rlvr-study --dry-run`` on a folder whose pilot ended: the widths, the planned round and its
+    command are printed (cost model, wanted runs and the budget's allocation through the command line),
+    nothing is written for the round, and the call returns instead of planning the same round again."""
+    import json
+    import shutil
+
+    import yaml
+
+    from rlvr_study.cli import main
+
+    study, _, _ = pilot
+    folder = tmp_path / "runs" / "s"
+    shutil.copytree(study.folder, folder)
+    raw = {
+        "name": "s",
+        "sizes": study.sizes,
+        "conditions": study.conditions,
+        "targets": [0.3],
+        "budget": {"responses": 1e7, "hours": 10},
+        "bootstrap": 100,
+        "folder": str(folder),
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    pilot_round = {"round": 0, "kind": "pilot", "jobs_file": str(folder / "study_round_0.yaml"), "jobs": [],
+                   "commands": [["-m"]], "started": 0.0, "ended": 60.0, "seconds": 60.0}  # fmt: skip
+    (folder / "study_state.json").write_text(
+        json.dumps({"name": "s", "rounds": [pilot_round], "finished": None})
+    )
+    assert main([str(tmp_path / "s.yaml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "after round 0: 16 runs" in out and "round 1 (adaptive): launching" in out
+    assert out.count("rlvr-train -m ") == 1 and "finished" not in out
+    assert not (folder / "study_round_1.yaml").exists()
+    assert len(json.loads((folder / "study_state.json").read_text())["rounds"]) == 1
+
+
+def test_a_state_file_of_another_study_is_refused_with_exit_status_2(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from rlvr_study.cli import main
+
+    folder = tmp_path / "runs" / "s"
+    folder.mkdir(parents=True)
+    (folder / "study_state.json").write_text(json.dumps({"name": "other", "rounds": [], "finished": None}))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({**GOOD, "folder": str(folder)}))
+    assert main([str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlvr-study: ") and "belongs to study 'other', not 's'" in err
