@@ -145,17 +145,11 @@ def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> flo
     return float(min(now, math.ceil(study.horizon_factor * slowest / step) * step))
 
 
-def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
-    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.clocks.build_tables``
-    (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.report.fit_conditions``
-    gives for them (without ``fits`` no common alpha is formed: every target's alpha is requested).
-    :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
-    simulated sweeps)."""
+def _runs_table(tables, t: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: condition index, P, B, seed, state, responses, wall seconds, and per target
+    whether its crossing is known only to a coarse bracket (``limited:<target>``)."""
     from analysis.clocks import target_label
-    from analysis.cross import common_exponent_table
 
-    t = tables.runs.copy()
-    t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
     runs = pd.DataFrame(
         {
             "cond": t["cond"],
@@ -178,76 +172,87 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
         if col in t and f"{label}:censored" in t:
             reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
             runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
+    return runs
+
+
+def _interval(lo, hi) -> float:
+    lo, hi = float(lo), float(hi)
+    return hi - lo if math.isfinite(lo) and math.isfinite(hi) else math.inf
+
+
+def _width_row(i: int, label: str, clock: str, target: float, hit: pd.DataFrame, goal: float) -> dict:
+    """The requested interval of one condition and clock from its exponents row (unbounded without one)."""
+    one = len(hit) == 1
+    return {
+        "condition": i,
+        "label": label,
+        "clock": clock,
+        "target": target,
+        "width": _interval(hit["ci_low"].iloc[0], hit["ci_high"].iloc[0]) if one else math.inf,
+        "exponent": float(hit["exponent"].iloc[0]) if one else math.nan,
+        "goal": goal,
+        "targets_width": math.nan,
+    }
+
+
+def _width_rows(
+    study: Study, i: int, label: str, mine: pd.DataFrame, targets, common: pd.DataFrame
+) -> list[dict]:
+    """The requested intervals of condition ``i`` (``mine``: its exponents rows): γ's for a ``failure``
+    condition; else the common α's where it answers for every target, or each target's α."""
+    from analysis.clocks import target_label
+
+    if study.clock_of(i) == "failure":
+        return [
+            _width_row(i, label, "failure", math.nan, mine[mine["clock"] == "failure"], study.failure_width)
+        ]
+    per_target = [
+        _width_row(i, label, target_label(a), float(a), mine[mine["clock"] == target_label(a)], study.width)
+        for a in targets
+    ]
+    row = common[common["condition"] == label] if label and not common.empty else common.iloc[0:0]
+    p_common = float(row["p_common"].iloc[0]) if len(row) == 1 and "p_common" in row else math.nan
+    # the common alpha answers for the study only where it combines every target (one left out
+    # for want of an exponent leaves that target's interval unbounded, not the common one narrow)
+    every = len(row) == 1 and str(row["targets"].iloc[0]) == " ".join(f"{a:g}" for a in targets)
+    if not (every and math.isfinite(p_common) and p_common >= 0.05):
+        return per_target
+    # the common-alpha test does not reject: the common alpha is the reported exponent, and its interval
+    # is the one that must be narrow; the per-target widths say how far each target's plan must go
+    # (plan_round scales the goal by their ratio to the common width)
+    widths = [r["width"] for r in per_target if math.isfinite(r["width"])]
+    return [
+        {
+            "condition": i,
+            "label": label,
+            "clock": "common",
+            "target": math.nan,
+            "width": _interval(row["ci_low"].iloc[0], row["ci_high"].iloc[0]),
+            "exponent": float(row["exponent_common"].iloc[0]),
+            "goal": study.width,
+            "targets_width": float(np.median(widths)) if widths else math.inf,
+        }
+    ]
+
+
+def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
+    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.clocks.build_tables``
+    (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.report.fit_conditions``
+    gives for them (without ``fits`` no common alpha is formed: every target's alpha is requested).
+    :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
+    simulated sweeps)."""
+    from analysis.cross import common_exponent_table
+
+    t = tables.runs.copy()
+    t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
+    runs = _runs_table(tables, t)
     group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
     common = common_exponent_table(tables, fits) if study.common and fits is not None else pd.DataFrame()
     labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
-    wanted_targets = " ".join(f"{a:g}" for a in tables.targets)
-
-    def interval(lo, hi) -> float:
-        lo, hi = float(lo), float(hi)
-        return hi - lo if math.isfinite(lo) and math.isfinite(hi) else math.inf
-
     rows = []
     for i in range(len(study.conditions)):
         label = labels[i][0] if len(labels[i]) == 1 else ""
-        mine = exps[exps["condition"].isin(labels[i])]
-        if study.clock_of(i) == "failure":
-            hit = mine[mine["clock"] == "failure"]
-            one = len(hit) == 1
-            rows.append(
-                {
-                    "condition": i,
-                    "label": label,
-                    "clock": "failure",
-                    "target": math.nan,
-                    "width": interval(hit["ci_low"].iloc[0], hit["ci_high"].iloc[0]) if one else math.inf,
-                    "exponent": float(hit["exponent"].iloc[0]) if one else math.nan,
-                    "goal": study.failure_width,
-                    "targets_width": math.nan,
-                }
-            )
-            continue
-        per_target = []
-        for target in tables.targets:
-            clock = target_label(target)
-            hit = mine[mine["clock"] == clock]
-            one = len(hit) == 1
-            per_target.append(
-                {
-                    "condition": i,
-                    "label": label,
-                    "clock": clock,
-                    "target": float(target),
-                    "width": interval(hit["ci_low"].iloc[0], hit["ci_high"].iloc[0]) if one else math.inf,
-                    "exponent": float(hit["exponent"].iloc[0]) if one else math.nan,
-                    "goal": study.width,
-                    "targets_width": math.nan,
-                }
-            )
-        row = common[common["condition"] == label] if label and not common.empty else common.iloc[0:0]
-        p_common = float(row["p_common"].iloc[0]) if len(row) == 1 and "p_common" in row else math.nan
-        # the common alpha answers for the study only where it combines every target (one left out
-        # for want of an exponent leaves that target's interval unbounded, not the common one narrow)
-        every = len(row) == 1 and str(row["targets"].iloc[0]) == wanted_targets
-        if every and math.isfinite(p_common) and p_common >= 0.05:
-            # the common-alpha test does not reject: the common alpha is the reported exponent, and its
-            # interval is the one that must be narrow; the per-target widths say how far each target's
-            # plan must go (plan_round scales the goal by their ratio to the common width)
-            widths = [r["width"] for r in per_target if math.isfinite(r["width"])]
-            rows.append(
-                {
-                    "condition": i,
-                    "label": label,
-                    "clock": "common",
-                    "target": math.nan,
-                    "width": interval(row["ci_low"].iloc[0], row["ci_high"].iloc[0]),
-                    "exponent": float(row["exponent_common"].iloc[0]),
-                    "goal": study.width,
-                    "targets_width": float(np.median(widths)) if widths else math.inf,
-                }
-            )
-        else:
-            rows += per_target
+        rows += _width_rows(study, i, label, exps[exps["condition"].isin(labels[i])], tables.targets, common)
     out = Measurement(pd.DataFrame(rows), runs, float(runs["responses"].sum()), group_size)
     out.labels = {i: (v[0] if len(v) == 1 else "") for i, v in labels.items()}
     out.tables, out.exps = tables, exps

@@ -114,7 +114,11 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert state2["rounds"][0] == state1["rounds"][0]
     assert [r["runs"] for r in state2["rounds"]] == [4, 2] and state2["finished"] == "budget.responses spent"
     assert len(state2["rounds"][1]["commands"]) == 1
-    jobs1 = [["train.stop_at_targets=false", "seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES]
+    # the pilot never crossed the target: the horizon fixed after it is the run budget
+    fixed = [f"eval.horizon={RUN_BUDGET}", f"train.max_responses={RUN_BUDGET}"]
+    jobs1 = [
+        ["train.stop_at_targets=false", *fixed, "seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES
+    ]
     assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
     after = _status(folder)
     assert len(after) == 6 and {s for s, _, _ in after.values()} == {"completed"}
