@@ -66,8 +66,8 @@ test-oldest: $(VENV_OLDEST)/.installed
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider $(OLDEST_TESTS) $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check rlvr_scaling rlvr_scaling_base analysis tests benchmarks hydra_plugins
-	$(VENV)/bin/ruff format --check rlvr_scaling rlvr_scaling_base analysis tests benchmarks hydra_plugins
+	$(VENV)/bin/ruff check rlvr_scaling rlvr_scaling_base analysis rlvr_study tests benchmarks hydra_plugins
+	$(VENV)/bin/ruff format --check rlvr_scaling rlvr_scaling_base analysis rlvr_study tests benchmarks hydra_plugins
 
 # The reference study on the embedded default (studies/reference.yaml, docs/study.md): the clipped grid's
 # alpha(eta_ref) curve at four eta_ref over 1.5 decades and the unclipped grid's gamma, run by rlvr-study

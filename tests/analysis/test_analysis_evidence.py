@@ -10,8 +10,8 @@ import pytest
 
 from analysis.cross import common_exponent, reported_replicates
 from analysis.fit import FitResult
-from analysis.plan import Truth, design_width, plan_design, simulate_widths
 from analysis.trend import EXPONENT_BOUND, MIN_VERDICT_RESAMPLES, holm, trend_series
+from rlvr_study.plan import Truth, design_width, plan_design, simulate_widths
 
 
 def _fit(exponent, reps, low=None, high=None) -> FitResult:

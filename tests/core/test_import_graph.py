@@ -13,21 +13,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("rlvr_scaling", "analysis", "hydra_plugins", "rlvr_scaling_base")
+PACKAGES = ("rlvr_scaling", "analysis", "hydra_plugins", "rlvr_scaling_base", "rlvr_study")
 #: package (or subpackage: the longest prefix applies) -> the packages of the project it may import
-#: besides itself; the trainer's command lines read a study round's job list with the list sweeper's code
+#: besides itself; the trainer's command lines read a study round's job list with the list sweeper's code;
+#: the study stands above the trainer and the analysis and may import both
 ALLOWED = {
     "rlvr_scaling_base": set(),
     "rlvr_scaling": {"rlvr_scaling_base"},
     "rlvr_scaling.cli": {"rlvr_scaling_base", "hydra_plugins"},
     "analysis": {"rlvr_scaling_base"},
     "hydra_plugins": {"rlvr_scaling_base"},
-}
-#: module -> the imports it makes against ALLOWED, each to be removed by a named change
-KNOWN_EXCEPTIONS = {
-    # the launching side of rlvr-study calls the analysis side (fit, plan, report) until the study
-    # becomes its own package above both
-    "rlvr_scaling.cli.study": {"analysis"},
+    "rlvr_study": {"rlvr_scaling", "analysis", "rlvr_scaling_base", "hydra_plugins"},
 }
 #: what a run does, in order (rlvr_scaling/trainer.py); configuration must not depend on any of it
 PHASES = (
@@ -102,17 +98,10 @@ def test_a_package_imports_only_the_packages_below_it(package):
     for name, path in modules(package).items():
         others = {m.split(".")[0] for m in imports(name, path)} & set(PACKAGES) - {package}
         floor = max((p for p in ALLOWED if name == p or name.startswith(p + ".")), key=len)
-        extra = others - ALLOWED[floor] - KNOWN_EXCEPTIONS.get(name, set())
+        extra = others - ALLOWED[floor]
         if extra:
             wrong[name] = sorted(extra)
     assert not wrong, wrong
-
-
-def test_the_known_exceptions_still_exist():
-    """An exception that no longer happens is removed from the list (the list only shrinks)."""
-    for name, allowed in KNOWN_EXCEPTIONS.items():
-        path = modules(name.split(".")[0])[name]
-        assert {m.split(".")[0] for m in imports(name, path)} >= allowed, name
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -134,3 +123,53 @@ def test_configuration_imports_no_phase():
     phases = {f"rlvr_scaling.{p}" for p in PHASES}
     assert not reached & phases, sorted(reached & phases)
     assert "rlvr_scaling.noise_config" in reached  # the graph sees config's imports at all
+
+
+def test_the_study_stands_above_the_trainer_and_the_analysis():
+    """rlvr_study imports both packages below it; nothing below imports the study, and the trainer
+    imports nothing from the analysis."""
+    study = set().union(*({m.split(".")[0] for m in imports(n, p)} for n, p in modules("rlvr_study").items()))
+    assert {"rlvr_scaling", "analysis"} <= study
+    for package in set(PACKAGES) - {"rlvr_study"}:
+        wrong = {
+            n
+            for n, p in modules(package).items()
+            if any(m.split(".")[0] == "rlvr_study" for m in imports(n, p))
+        }
+        assert not wrong, (package, sorted(wrong))
+    trainer = {
+        n
+        for n, p in modules("rlvr_scaling").items()
+        if any(m.split(".")[0] == "analysis" for m in imports(n, p))
+    }
+    assert not trainer, sorted(trainer)
+
+
+#: the longest a function may be (its ``def`` line to its last line, docstring included)
+MAX_FUNCTION_LINES = 120
+#: the packages held to it (analysis joins when its longest functions are split)
+SHORT_FUNCTION_PACKAGES = ("rlvr_study", "rlvr_scaling", "rlvr_scaling_base", "hydra_plugins")
+
+
+def long_functions(path: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``name (lines)`` of every function or method in ``path`` longer than ``limit`` lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = node.end_lineno - node.lineno + 1
+            if n > limit:
+                out.append(f"{node.name} ({n})")
+    return out
+
+
+def test_the_length_check_counts_nested_functions_and_methods(tmp_path):
+    body = "\n".join(f"        x{i} = {i}" for i in range(120))
+    (tmp_path / "m.py").write_text(f"class A:\n    def f(self):\n{body}\n\n\ndef g():\n    return 1\n")
+    assert long_functions(tmp_path / "m.py") == ["f (121)"]
+    assert long_functions(tmp_path / "m.py", limit=121) == []
+
+
+@pytest.mark.parametrize("package", SHORT_FUNCTION_PACKAGES)
+def test_no_function_is_longer_than_the_limit(package):
+    wrong = {name: found for name, path in modules(package).items() if (found := long_functions(path))}
+    assert not wrong, wrong

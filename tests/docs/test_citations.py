@@ -7,7 +7,16 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FOLDERS = ("rlvr_scaling", "rlvr_scaling_base", "analysis", "hydra_plugins", "benchmarks", "scripts", "tests")
+FOLDERS = (
+    "rlvr_scaling",
+    "rlvr_scaling_base",
+    "analysis",
+    "rlvr_study",
+    "hydra_plugins",
+    "benchmarks",
+    "scripts",
+    "tests",
+)
 SUFFIXES = {".py", ".md", ".sh", ".yaml", ".ipynb"}
 #: "docs/design.md §3", "`docs/design.md` §2–§3", "docs/design.md §3 and §6", "docs/design.md, §2, §6"
 CITATION = re.compile(r"docs/design\.md`?,? ((?:§\d+(?:[–-]§?\d+)?(?:,? (?:and )?)?)+)")

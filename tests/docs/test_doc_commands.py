@@ -688,14 +688,14 @@ def test_documented_cheap_commands_run(block, tmp_path, tmp_path_factory):
                 source, rest = _synthetic_sweep(tmp_path_factory.getbasetemp()), _drop_selection(rest)
             argv = ["rlvr-analyze", str(source), *rest]
         elif prog == "rlvr-plan":
-            # `python -m analysis.plan_cli` is the rlvr-plan entry point (pyproject.toml) without reinstalling
+            # `python -m rlvr_study.plan_cli` is the rlvr-plan entry point (pyproject.toml) without reinstalling
             rest = argv[1:]
             if rest and not rest[0].startswith("-"):
                 source = scratch / rest[0]
                 if not source.exists():
                     source = _synthetic_sweep(tmp_path_factory.getbasetemp())
                 rest = [str(source), *rest[1:]]
-            argv = [sys.executable, "-m", "analysis.plan_cli", *rest]
+            argv = [sys.executable, "-m", "rlvr_study.plan_cli", *rest]
         elif prog == "rlvr-train":
             argv = ["rlvr-train", *argv[1:]]
         proc = subprocess.run(argv, cwd=scratch, env=_env(), capture_output=True, text=True, timeout=600)

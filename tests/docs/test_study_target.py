@@ -21,7 +21,8 @@ def target_commands(name: str) -> list[list[str]]:
     for line in recipe.splitlines():
         line = line.strip().lstrip("@")
         line = line.replace("$(VENV)/bin/", "").replace("$(ARGS)", "")
-        line = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), ""), line)
+        while re.search(r"\$\((\w+)\)", line):  # variables that name variables: until none is left
+            line = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), ""), line)
         out.append(shlex.split(line))
     return out
 
@@ -29,7 +30,7 @@ def target_commands(name: str) -> list[list[str]]:
 def test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses():
     import yaml
 
-    from analysis.study import parse_study
+    from rlvr_study.study_file import parse_study
 
     commands = target_commands("study")
     study_cmd = [c for c in commands if c[0] == "rlvr-study"]

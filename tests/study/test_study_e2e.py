@@ -21,7 +21,7 @@ import yaml
 from tests.conftest import tiny_cli
 
 REPO = Path(__file__).resolve().parents[2]
-STUDY = [sys.executable, "-m", "rlvr_scaling.cli.study"]
+STUDY = [sys.executable, "-m", "rlvr_study.cli"]
 RUN_BUDGET = 32
 SIZES = [2, 4]  # prompts per rollout, G = 4: B = 8, 16
 
@@ -81,8 +81,7 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     the budget spent and writes the report. The pilot's runs are not run again, the state keeps
     round 0 as it was, and rlvr-analyze on the folder reads the same runs. An unfinished round is
     launched again into the same run directories, from its job list (removed: written again from the
-    state) and from a state file of before rounds were one command (one cartesian multirun per
-    condition and seed layer: the names those give are the names the job list gave)."""
+    state); a state file of before rounds were one command with a job list is refused, naming it."""
     study_file = write_study(tmp_path / "study.yaml", cache_dir)
     folder = tmp_path / "runs" / "tiny"
     out1 = _study([str(study_file), "--stop-after", "1"], tmp_path)
@@ -141,24 +140,14 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert "finished: budget.responses spent" in out3
     assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
 
-    # the state file of before: round 1 as one cartesian multirun, no job list
+    # the state file of before: round 1 as one cartesian multirun, no job list: refused, nothing runs
     old = dict(state2["rounds"][-1])
     del old["jobs"], old["jobs_file"]
-    old["commands"] = [
-        [
-            "-m",
-            *_overrides(cache_dir),
-            "seed=2",
-            "rollout.prompts_per_rollout=" + ",".join(map(str, SIZES)),
-            "run.sweep=tiny",
-            f"hydra.sweep.dir={folder.resolve()}",
-        ]
-    ]
     (folder / "study_state.json").write_text(json.dumps({**state2, "rounds": [state2["rounds"][0], old]}))
-    out4 = _study([str(study_file)], tmp_path)
-    assert "round 1: resuming" in out4 and "seed=2 rollout.prompts_per_rollout=2,4" in out4
-    assert _status(folder) == after, "the cartesian multirun found other run directories"
-    assert "finished: budget.responses spent" in out4
+    proc = subprocess.run([*STUDY, str(study_file)], env=_env(), cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2 and "round 1 was written by an earlier rlvr-study" in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("rlvr-study: runs/tiny/study_state.json: round 1")
+    assert _status(folder) == after
 
 
 def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir):
@@ -198,8 +187,9 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
     needed). The refused round stays in the state as unfinished, so the next call launches it again.
     A round whose conditions get different seeds at different sizes (not a cartesian product) is one
     array too (the real cluster: tests/slurm/test_slurm_study.py)."""
-    from analysis.study import Launch, RoundPlan, load_study
-    from rlvr_scaling.cli.study import _launch, load_state
+    from rlvr_study.cli import _launch, load_state
+    from rlvr_study.rounds import Launch, RoundPlan
+    from rlvr_study.study_file import StudyError, load_study
 
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
@@ -247,7 +237,7 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
         monkeypatch.delenv(key)
     for key in ("PATH", "FAKE_SBATCH_OUT", "PYTHONPATH", "HF_HUB_OFFLINE", "WANDB_SILENT"):
         monkeypatch.setenv(key, env[key])
-    with pytest.raises(SystemExit, match="round 1: rlvr-train exited"):
+    with pytest.raises(StudyError, match="round 1: rlvr-train exited"):
         _launch(study, load_state(study), plan, "adaptive", dry_run=False)
     sent = sorted(scripts.iterdir())
     assert len(sent) == 2, "one sbatch call for the round"

@@ -1,21 +1,27 @@
 """``rlvr-study STUDY.yaml``: a study in adaptive rounds, until every requested width is met.
 
 Round 0 (the pilot) runs ``pilot_seeds`` seeds at every size of every condition. After each round the
-folder is fitted and planned (``analysis/study.py``: the widths of the requested 95 % intervals of α,
-the planner's runs to add), and the next round launches them. A round is one ``rlvr-train -m`` command,
+folder is fitted (:mod:`rlvr_study.measure`: the widths of the requested 95 % intervals of α), the next
+round is planned within what the budget leaves it (:mod:`rlvr_study.rounds`: the planner's runs to add,
+:func:`rlvr_study.rounds.round_budget`), and launched. A round is one ``rlvr-train -m`` command,
 whatever its conditions, seeds and sizes: its runs are listed in ``<folder>/study_round_<k>.yaml`` (one
 override list per run) and launched by the ``rlvr_list`` sweeper (``hydra_plugins/rlvr_list_sweeper``)
 in one launcher call, through the launcher the study file names: one joblib batch locally (the
 default), one job array with ``slurm=<preset>``. Each run gets the directory a cartesian
-``rlvr-train -m`` of the same overrides would give it. The study stops when every width is at most the
-goal, the budget (responses, hours) is spent, or ``max_rounds`` rounds have run, and writes the report
-with ``rlvr-analyze`` into ``<folder>/analysis``.
+``rlvr-train -m`` of the same overrides would give it. The study stops
+(:class:`rlvr_study.rounds.StopReason`) when every width is at most the goal, the budget (responses,
+hours) is spent, or ``max_rounds`` rounds have run, and writes the report with ``rlvr-analyze`` into
+``<folder>/analysis``.
 
 State: ``<folder>/study_state.json`` records each round's command and job list before it launches, and
 when it ended. Re-running the command resumes: an unfinished round is launched again with the same
 command and jobs (the trainer skips ended runs and resumes the others from their checkpoints), ended
-rounds are not. A state file from before rounds were one command (one ``rlvr-train -m`` per condition
-and seed layer) resumes with its own commands.
+rounds are not. A state file from before rounds were one command with a job list is refused with a
+message (its runs were named without the settings every run of a study now carries).
+
+Whatever stops the study short of its end (a wrong study file, key or override, a state file of another
+study, a round whose ``rlvr-train`` failed) is a :class:`rlvr_study.study_file.StudyError`; :func:`main`
+prints its message after ``rlvr-study:`` and exits with status 2.
 """
 
 from __future__ import annotations
@@ -31,24 +37,41 @@ from pathlib import Path
 
 import yaml
 
+from rlvr_study.measure import Measurement, format_widths, measure
+from rlvr_study.plan import pilots_from_fits
+from rlvr_study.rounds import (
+    RoundPlan,
+    StopReason,
+    pilot_plan,
+    plan_round,
+    round_budget,
+    stop_before_round,
+)
+from rlvr_study.study_file import Study, StudyError, load_study
+
 STATE = "study_state.json"
-# a round is planned into this share of the hours left: the predicted wall times of its runs (measured
-# on the rounds before) missed by up to 28 % under a changing machine load
-HOURS_MARGIN = 0.85
 
 
 def _state_path(study) -> Path:
     return Path(study.folder) / STATE
 
 
-def load_state(study) -> dict:
+def load_state(study: Study) -> dict:
+    """The study's state (a new one where the folder has none); :class:`StudyError` where the file
+    belongs to another study or was written before a round was one command with a job list."""
     path = _state_path(study)
-    if path.is_file():
-        state = json.loads(path.read_text())
-        if state.get("name") != study.name:
-            raise SystemExit(f"rlvr-study: {path} belongs to study {state.get('name')!r}, not {study.name!r}")
-        return state
-    return {"name": study.name, "rounds": [], "finished": None}
+    if not path.is_file():
+        return {"name": study.name, "rounds": [], "finished": None}
+    state = json.loads(path.read_text())
+    if state.get("name") != study.name:
+        raise StudyError(f"{path} belongs to study {state.get('name')!r}, not {study.name!r}")
+    for entry in state["rounds"]:
+        if "jobs" not in entry or len(entry["commands"]) != 1:
+            raise StudyError(
+                f"{path}: round {entry['round']} was written by an earlier rlvr-study (one rlvr-train "
+                "command per multirun, no job list); finish the study with that version or start it in a new folder"
+            )
+    return state
 
 
 def save_state(study, state: dict) -> None:
@@ -107,9 +130,10 @@ HORIZONS = "horizons.json"
 
 def fix_horizons(study, state: dict, m) -> dict[int, float]:
     """After the pilot: fix each targets condition's horizon from its pilot runs (``horizon_factor``
-    times the slowest crossing of the top target at the reference size, ``analysis.study``), record it
-    in the state, and write ``<folder>/horizons.json`` (condition label -> responses) for
-    ``rlvr-analyze --horizon``. Done once: later runs cannot move it."""
+    times the slowest crossing of the top target at the reference size:
+    :func:`rlvr_study.measure.proposed_horizon`), record it in the state, and write
+    ``<folder>/horizons.json`` (condition label -> responses) for ``rlvr-analyze --horizon``. Done once:
+    later runs cannot move it."""
     if "horizons" in state:
         return study_horizons(state)
     fixed = {i: h for i, h in m.proposed_horizons.items() if math.isfinite(h)}
@@ -161,7 +185,7 @@ def check_config(study) -> tuple[float, int]:
 
     budgets, groups = set(), set()
     if study.sweep and not (REPO_ROOT / "sweeps" / f"{study.sweep}.yaml").is_file():
-        raise SystemExit(f"rlvr-study: sweep: no sweeps/{study.sweep}.yaml")
+        raise StudyError(f"sweep: no sweeps/{study.sweep}.yaml")
     for i in range(len(study.conditions)):
         for p in (study.sizes[0], study.sizes[-1]):
             overrides = [
@@ -174,13 +198,13 @@ def check_config(study) -> tuple[float, int]:
             try:
                 cfg = compose(overrides, hydra=True)
             except Exception as err:  # Hydra's composition errors name the override
-                raise SystemExit(f"rlvr-study: condition {i}: {err}") from err
+                raise StudyError(f"condition {i}: {err}") from err
             params = cfg.hydra.sweeper.params or {}
             fixed = {"seed", "rollout.prompts_per_rollout", *study.conditions[i]}
             extra = sorted(k for k, v in params.items() if "," in str(v) and k not in fixed)
             if extra:
-                raise SystemExit(
-                    f"rlvr-study: conditions: sweeps/{study.sweep}.yaml sweeps {extra[0]}; give its values as conditions"
+                raise StudyError(
+                    f"conditions: sweeps/{study.sweep}.yaml sweeps {extra[0]}; give its values as conditions"
                 )
             OmegaConf.set_struct(cfg, False)
             del cfg["hydra"]
@@ -188,27 +212,25 @@ def check_config(study) -> tuple[float, int]:
             try:
                 validate(typed)
             except ConfigError as err:
-                raise SystemExit(f"rlvr-study: {err}") from err
+                raise StudyError(str(err)) from err
             budgets.add(float(typed.train.max_responses))
             groups.add(int(typed.rollout.group_size))
     if len(budgets) != 1 or len(groups) != 1:
-        raise SystemExit(
-            "rlvr-study: conditions: train.max_responses and rollout.group_size must be the same in all"
-        )
+        raise StudyError("conditions: train.max_responses and rollout.group_size must be the same in all")
     return budgets.pop(), groups.pop()
 
 
 def _run_round(entry: dict) -> None:
-    if "jobs" in entry:  # the job list again, as launched (the file may have been removed since)
-        path = Path(entry["jobs_file"])
-        if not path.is_file() or yaml.safe_load(path.read_text()) != entry["jobs"]:
-            write_jobs(path, entry["jobs"])
-    # a state file written before rounds were one command holds one command per multirun: run each
-    for argv in entry["commands"]:
-        print("  rlvr-train " + " ".join(argv), flush=True)
-        proc = subprocess.run([sys.executable, "-m", "rlvr_scaling.cli.train", *argv], env=os.environ.copy())
-        if proc.returncode != 0:
-            raise SystemExit(f"rlvr-study: round {entry['round']}: rlvr-train exited {proc.returncode}")
+    """Run a round's one ``rlvr-train -m`` command, its job list written again as launched (the file may
+    have been removed since)."""
+    path = Path(entry["jobs_file"])
+    if not path.is_file() or yaml.safe_load(path.read_text()) != entry["jobs"]:
+        write_jobs(path, entry["jobs"])
+    (argv,) = entry["commands"]
+    print("  rlvr-train " + " ".join(argv), flush=True)
+    proc = subprocess.run([sys.executable, "-m", "rlvr_scaling.cli.train", *argv], env=os.environ.copy())
+    if proc.returncode != 0:
+        raise StudyError(f"round {entry['round']}: rlvr-train exited {proc.returncode}")
 
 
 def _hours(state: dict) -> float:
@@ -221,17 +243,6 @@ def parallel_runs(state: dict, m) -> float:
     seconds = sum(r.get("seconds", 0.0) for r in state["rounds"])
     walls = m.runs["wall_seconds"].sum() if "wall_seconds" in m.runs else 0.0
     return max(1.0, float(walls) / seconds) if seconds > 0 and walls > 0 else 1.0
-
-
-def remaining_responses(study, state: dict, spent: float) -> float:
-    """Responses the next round may plan: what ``budget.responses`` leaves and, with ``budget.hours``,
-    the hours left at the study's own measured rate (responses spent per hour of its rounds so far), so
-    that a round fits in the time left instead of overrunning it."""
-    left = study.budget_responses - spent
-    hours = _hours(state)
-    if math.isfinite(study.budget_hours) and hours > 0 and spent > 0:
-        left = min(left, (study.budget_hours - hours) * spent / hours)
-    return max(left, 0.0)
 
 
 def _analyze(study) -> int:
@@ -296,10 +307,31 @@ def _finish_round(study, state: dict, entry: dict) -> None:
     save_state(study, state)
 
 
-def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
-    from analysis.plan import pilots_from_fits
-    from analysis.study import format_widths, measure, pilot_plan, plan_round
+def _record_widths(study: Study, state: dict, m: Measurement) -> None:
+    """Print and record (in the last round's entry) what the folder measures after it."""
+    print(
+        f"after round {len(state['rounds']) - 1}: {len(m.runs)} runs, {m.responses:g} responses spent"
+        f" of {study.budget_responses:g}, {_hours(state):.2f} h of {study.budget_hours:g}"
+    )
+    print(format_widths(study, m))
+    state["rounds"][-1]["widths"] = m.widths.replace([math.inf], None).to_dict("records")
+    state["rounds"][-1]["responses_spent"] = m.responses
+    save_state(study, state)
 
+
+def _pilot(study: Study, run_budget: float, group: int) -> RoundPlan:
+    plan = pilot_plan(study, run_budget, group)
+    if plan.responses > study.budget_responses:
+        raise StudyError(
+            f"budget.responses: the pilot alone needs {plan.responses:g} responses ({plan.n_runs} runs of "
+            f"up to {run_budget:g}); raise it or lower pilot_seeds, sizes or train.max_responses"
+        )
+    return plan
+
+
+def run_study(study: Study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
+    """The study's rounds until it stops (module docstring); the exit status of its ``rlvr-analyze``, or
+    0 when it stopped after ``stop_after`` rounds or ``dry_run`` printed the next round."""
     run_budget, group = check_config(study)
     state = load_state(study)
     launched = 0
@@ -311,13 +343,7 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
         _finish_round(study, state, entry)
         launched += 1
     if not state["rounds"]:
-        plan = pilot_plan(study, run_budget, group)
-        if plan.responses > study.budget_responses:
-            raise SystemExit(
-                f"rlvr-study: budget.responses: the pilot alone needs {plan.responses:g} responses "
-                f"({plan.n_runs} runs of up to {run_budget:g}); raise it or lower pilot_seeds, sizes or train.max_responses"
-            )
-        _launch(study, state, plan, "pilot", dry_run, run_budget)
+        _launch(study, state, _pilot(study, run_budget, group), "pilot", dry_run, run_budget)
         if dry_run:
             return 0
         launched += 1
@@ -325,56 +351,27 @@ def run_study(study, *, stop_after: int | None = None, dry_run: bool = False) ->
         m = measure(study, study_horizons(state))
         if "horizons" not in state and not m.widths.empty:
             m = measure(study, fix_horizons(study, state, m))
-        done = len(state["rounds"])
-        print(
-            f"after round {done - 1}: {len(m.runs)} runs, {m.responses:g} responses spent"
-            f" of {study.budget_responses:g}, {_hours(state):.2f} h of {study.budget_hours:g}"
-        )
-        print(format_widths(study, m))
-        state["rounds"][-1]["widths"] = m.widths.replace([math.inf], None).to_dict("records")
-        state["rounds"][-1]["responses_spent"] = m.responses
-        save_state(study, state)
-        reason = None
-        if m.widths.empty:
-            reason = f"no readable run in {study.folder} ({m.message}); see the runs' train.log"
-        elif (m.widths["width"] <= m.widths["goal"]).all():
-            reason = "every requested width is met"
-        elif done >= study.max_rounds:
-            reason = f"max_rounds ({study.max_rounds}) reached"
-        elif _hours(state) >= study.budget_hours:
-            reason = "budget.hours spent"
-        elif stop_after is not None and launched >= stop_after:
+        _record_widths(study, state, m)
+        budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))
+        reason = stop_before_round(study, m, len(state["rounds"]), budget)
+        if reason is None and stop_after is not None and launched >= stop_after:
             print(f"stopped after {launched} round(s) as asked; run the same command to continue")
             return 0
         if reason is None:
             pilots = pilots_from_fits(m.tables, m.exps[m.exps["clock"] != "failure"])
-            plan = plan_round(
-                study,
-                m,
-                pilots,
-                run_budget,
-                remaining_responses(study, state, m.responses),
-                # a margin for the error of the wall-time prediction: the budget is kept, not overrun
-                remaining_seconds=HOURS_MARGIN * (study.budget_hours - _hours(state)) * 3600,
-                parallel=parallel_runs(state, m),
-                horizons=study_horizons(state),
-            )
+            plan = plan_round(study, m, pilots, run_budget, budget, horizons=study_horizons(state))
             for note in plan.notes:
                 print(f"  {note}")
-            if not plan.launches:
-                budget = [n for n in plan.notes if n.startswith("budget")]
-                reason = (
-                    ("budget.hours spent" if "hours left" in budget[0] else "budget.responses spent")
-                    if budget
-                    else "nothing to add"
-                )
-            else:
+            if plan.launches:
                 _launch(study, state, plan, "adaptive", dry_run, run_budget)
+                if dry_run:  # printed, not launched: the same plan would follow forever
+                    return 0
                 launched += 1
                 continue
-        state["finished"] = reason
+            reason = plan.stop or StopReason.NOTHING_TO_ADD
+        state["finished"] = reason.describe(study, m)
         save_state(study, state)
-        print(f"study {study.name} finished: {reason}")
+        print(f"study {study.name} finished: {state['finished']}")
         return _analyze(study)
 
 
@@ -390,22 +387,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    from analysis.study import StudyError, load_study
-
     try:
         study = load_study(args.study)
+        if args.max_rounds is not None:
+            study.max_rounds = args.max_rounds
+        return run_study(study, stop_after=args.stop_after, dry_run=args.dry_run)
     except StudyError as err:
         print(f"rlvr-study: {err}", file=sys.stderr)
         return 2
-    if args.max_rounds is not None:
-        study.max_rounds = args.max_rounds
-    try:
-        return run_study(study, stop_after=args.stop_after, dry_run=args.dry_run)
-    except SystemExit as err:
-        if isinstance(err.code, str):
-            print(err.code, file=sys.stderr)
-            return 2
-        raise
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """How many runs, at which rollout sizes, for an exponent to a stated precision (``rlvr-plan``:
-:mod:`analysis.plan_cli`; docs/study.md).
+:mod:`rlvr_study.plan_cli`; docs/study.md).
 
 **Model.** The fit of :mod:`analysis.fit`: ``log R = a + alpha log B + sigma eps`` with
 ``eps ~ N(0, 1)``, a run at size ``B`` observed only through the evaluation grid of that size. Its
