@@ -110,12 +110,12 @@ class ComposeTaskParams:
     alphabet: str = "abcdefgh"  # letters of the strings (and the cycle of the shifts)
     min_len: int = 4
     max_len: int = 5
-    heldout_pairs: int = 8  # ordered pairs of different transforms kept out of training
+    heldout_pairs: int = 4  # pairs {a, b} of transforms kept out of training, in both orders
     warm_start_depth2: float = 0.1  # share of warm-start examples that are training-pair compositions
     seed: int = 0  # problem stream and the held-out draw
     train_size: int = 50_000  # RL pool; train_example(i) wraps around at this size
     val_size: int = 256  # held-out depth-2 problems (eval/accuracy)
-    depth3_size: int = 256  # depth-3 problems (eval/depth3_accuracy); 0 = none
+    depth3_size: int = 128  # depth-3 problems (eval/depth3_accuracy); 0 = none
 
     def validate(self, prefix: str = "task") -> None:
         known = ", ".join(TRANSFORMS)
@@ -136,11 +136,11 @@ class ComposeTaskParams:
             f"{prefix}.min_len / {prefix}.max_len: need 2 <= min_len <= max_len <= 32 "
             f"(got {self.min_len}, {self.max_len})",
         )
-        n_pairs = len(compositions(self.transforms, 2))
+        n_pairs = len(compositions(self.transforms, 2)) // 2
         check(
             1 <= self.heldout_pairs < n_pairs,
             f"{prefix}.heldout_pairs must be in [1, {n_pairs - 1}] for {len(self.transforms)} transforms "
-            f"({n_pairs} pairs; got {self.heldout_pairs})",
+            f"({n_pairs} unordered pairs; got {self.heldout_pairs})",
         )
         check(
             0 <= self.warm_start_depth2 <= 1,
@@ -179,17 +179,21 @@ def compositions(
 
 
 def split_pairs(transforms: Sequence[str], heldout: int, seed: int) -> tuple[list[str], list[str]]:
-    """``(training pairs, held-out pairs)``: the ordered pairs of different transforms, ``heldout`` of
-    them drawn (seeded) for the held-out side such that every transform keeps at least one training
-    pair as first and as second transform. Both lists sorted."""
+    """``(training pairs, held-out pairs)``: ``heldout`` unordered pairs ``{a, b}`` of transforms are
+    drawn (seeded) for the held-out side *in both orders* (``ab`` and ``ba``; so a held-out composition
+    is never trained as its mirror either, which for commuting transforms such as ``RU`` / ``UR`` would
+    be the same function), such that every transform keeps at least one training pair as first and as
+    second transform. Both lists sorted."""
     pairs = compositions(transforms, 2)
+    unordered = sorted({"".join(sorted(p)) for p in pairs})
     rng = random.Random(f"compose-split:{seed}")
     for _ in range(10_000):
-        held = set(rng.sample(pairs, heldout))
+        held_sets = set(rng.sample(unordered, heldout))
+        held = [p for p in pairs if "".join(sorted(p)) in held_sets]
         train = [p for p in pairs if p not in held]
         if all(any(p[0] == t for p in train) and any(p[1] == t for p in train) for t in transforms):
             return sorted(train), sorted(held)
-    raise ValueError(f"no draw of {heldout} of {len(pairs)} pairs keeps every transform trained")
+    raise ValueError(f"no draw of {heldout} of {len(unordered)} pairs keeps every transform trained")
 
 
 @register_task("compose")

@@ -76,7 +76,8 @@ def test_answers_are_the_transformed_strings(task):
 
 def test_held_out_pairs_reach_neither_rl_prompts_nor_the_warm_start(task):
     train, held = set(task.train_pairs), set(task.heldout_pairs)
-    assert len(held) == task.params.heldout_pairs and train.isdisjoint(held)
+    assert len(held) == 2 * task.params.heldout_pairs and train.isdisjoint(held)
+    assert all(p[::-1] in held for p in held)  # held out in both orders
     assert train | held == set(compositions(task.transforms, 2))
     rl = {ComposeTask.codes_of(task.train_example(i)) for i in range(20_000)}
     assert rl == train  # every training pair occurs, no held-out one
@@ -87,7 +88,7 @@ def test_held_out_pairs_reach_neither_rl_prompts_nor_the_warm_start(task):
     val = {ComposeTask.codes_of(e) for e in task.validation()}
     assert val == held and len(task.validation()) == 256
     depth3 = task.extra_validation()["depth3"]
-    assert len(depth3) == 256 and all(len(ComposeTask.codes_of(e)) == 3 for e in depth3)
+    assert len(depth3) == 128 and all(len(ComposeTask.codes_of(e)) == 3 for e in depth3)
     # each transform is trained first and second in some pair
     for t in task.transforms:
         assert any(p[0] == t for p in train) and any(p[1] == t for p in train)
@@ -95,10 +96,11 @@ def test_held_out_pairs_reach_neither_rl_prompts_nor_the_warm_start(task):
 
 def test_split_is_seeded_and_keeps_every_transform_trained():
     t = list(TRANSFORMS)
-    assert split_pairs(t, 8, 0) == split_pairs(t, 8, 0)
+    assert split_pairs(t, 4, 0) == split_pairs(t, 4, 0)
     for seed in range(20):
-        train, held = split_pairs(t, 12, seed)
+        train, held = split_pairs(t, 6, seed)
         assert len(held) == 12 and all(any(p[0] == x for p in train) for x in t)
+        assert all(any(p[1] == x for p in train) for x in t)
 
 
 @pytest.mark.parametrize(
@@ -148,7 +150,7 @@ def test_preset_brings_its_model_and_eval_presets():
         ("task.transforms=[R,U]", "task.transforms"),
         ("task.alphabet=ABC", "task.alphabet"),
         ("task.min_len=6", "task.min_len"),
-        ("task.heldout_pairs=26", "task.heldout_pairs"),
+        ("task.heldout_pairs=13", "task.heldout_pairs"),
         ("task.heldout_pairs=0", "task.heldout_pairs"),
         ("task.warm_start_depth2=1.5", "task.warm_start_depth2"),
         ("task.val_size=0", "task.val_size"),
@@ -163,3 +165,24 @@ def test_bad_values_name_the_key(override, key):
 def test_misspelt_key_fails_at_composition():
     with pytest.raises(Exception, match="heldout_pair"):
         compose(["task=compose", "task.heldout_pair=3"])
+
+
+def test_a_run_logs_the_depth3_set_beside_the_held_out_pairs(tmp_path):
+    """A tiny run on the task: every evaluation row carries eval/depth3_accuracy (a fraction of its
+    set) beside eval/accuracy, and the eval_responses clock counts both sets."""
+    import json
+
+    from rlvr_scaling.run import train
+    from tests.conftest import tiny_config
+
+    cfg = tiny_config(tmp_path / "cache")
+    cfg.task = ComposeTaskParams(train_size=500, val_size=16, depth3_size=8)
+    cfg.rollout.max_new_tokens = 6
+    assert train(cfg, tmp_path / "run", log=lambda *_: None) in ("completed", "failed")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "eval/accuracy" in r]
+    assert len(evals) >= 2
+    for r in evals:
+        assert r["eval/responses"] == 16 and r["eval/depth3_responses"] == 8 and r["eval/problems"] == 16
+        assert 0.0 <= r["eval/depth3_accuracy"] <= 1.0 and r["eval/depth3_accuracy"] * 8 % 1 == 0
+    assert evals[-1]["eval_responses"] == len(evals) * (16 + 8)
