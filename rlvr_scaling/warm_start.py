@@ -217,9 +217,12 @@ def supervised_warm_start(
     }
 
 
-def greedy_accuracy(model_dir: Path | str, task, max_new_tokens: int, prompt_format: str = "plain") -> float:
-    """Greedy pass@1 of the model in ``model_dir`` on ``task``'s validation set: the trainer's step-0
-    ``eval/accuracy`` with ``eval.samples=0`` on the HF engine (fp32, CPU), recomputed outside a run."""
+def greedy_accuracy(
+    model_dir: Path | str, task, max_new_tokens: int, prompt_format: str = "plain", examples=None
+) -> float:
+    """Greedy pass@1 of the model in ``model_dir`` on ``task``'s validation set (or on ``examples``):
+    the trainer's step-0 ``eval/accuracy`` with ``eval.samples=0`` on the HF engine (fp32, CPU),
+    recomputed outside a run."""
     from .engines.base import SampleKeys, SamplingParams
     from .engines.hf import ENGINES
     from .models import load_hf
@@ -228,7 +231,7 @@ def greedy_accuracy(model_dir: Path | str, task, max_new_tokens: int, prompt_for
     model, tokenizer = load_hf(str(model_dir), "float32", device)
     model.eval()
     engine = ENGINES.get("hf")(model, tokenizer, device, None, prompt_format)
-    val = task.validation()
+    val = task.validation() if examples is None else list(examples)
     gen = engine.generate(
         [e.prompt for e in val],
         [1] * len(val),

@@ -105,6 +105,10 @@ def main(argv=None) -> int:
         max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
         report["greedy_accuracy"] = greedy_accuracy(out, task, max_new, cfg.model.prompt_format)
         report["greedy_accuracy_max_new_tokens"] = max_new
+        for name, examples in task.extra_validation().items():  # task=compose: depth 3
+            report[f"greedy_accuracy_{name}"] = greedy_accuracy(
+                out, task, max_new, cfg.model.prompt_format, examples=examples
+            )
         (out / "warm_start.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     finally:
         task.close()

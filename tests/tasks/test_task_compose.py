@@ -137,6 +137,7 @@ def test_preset_brings_its_model_and_eval_presets():
     assert typed.task.kind == "compose" and isinstance(typed.task, ComposeTaskParams)
     assert typed.model.path == "embedded" and typed.model.warm_start.deficit_frac == 0.0
     assert list(typed.eval.targets) == [0.2, 0.3, 0.4]
+    assert typed.lr.rule == "power" and typed.lr.power == 0.5 and typed.lr.ref_lr == 3e-5
     chosen = compose(["task=compose", "model=tiny", "eval=default"])  # the command line wins
     assert chosen.model.embedded.hidden_size == 32 and list(chosen.eval.targets) == [0.22, 0.25, 0.28]
     default = compose([])
