@@ -3,8 +3,9 @@
 A randomly initialised model scores ~0 on arithmetic, which gives GRPO no signal. The warm start
 trains the embedded model with next-token cross-entropy on ``prompt -> answer<eos>`` pairs from the
 task's warm-start data (``Task.warm_start_example``: the training pool itself, except for tasks whose
-warm start must see other items, such as the atomic transforms of ``task=compose``), for ``warm_start.steps`` steps of ``examples_per_step`` examples (AdamW, linear
-decay to 0, gradient norm clipped at 1). A fraction ``deficit_frac`` of targets (drawn afresh per
+warm start must see other items, such as the atomic transforms of ``task=compose``), for
+``warm_start.steps`` steps of ``examples_per_step`` examples (AdamW, linear decay to 0, gradient norm
+clipped at 1). A fraction ``deficit_frac`` of targets (drawn afresh per
 example) is written in a wrong format (``#57``) that the verifier scores 0: the warm-started model can
 do the arithmetic but often answers in the wrong format, a deficit that RL can remove within a short
 run, much as RL on base models mostly fixes format and sharpens existing skill.

@@ -12,14 +12,18 @@ The transform set (:data:`TRANSFORMS`; ``task.transforms`` picks a subset):
 - ``U`` / ``D`` shift every letter by +1 / -1 within ``task.alphabet`` (cyclic: the last letter
   shifts to the first).
 
-**Splits by composition.** Every ordered pair of two different transforms is a depth-2 composition;
-a seeded draw puts ``task.heldout_pairs`` of them on the held-out side (each transform keeps at least
-one training pair in each position). RL prompts (``train_example``) are depth-2 problems over the
-*training* pairs only; ``validation()`` (``eval/accuracy``) are depth-2 problems over the *held-out*
-pairs only; ``extra_validation()["depth3"]`` (``eval/depth3_accuracy``) are depth-3 problems (three
-transforms, neighbours different), never trained on. Strings are drawn afresh per item (length
-``min_len`` .. ``max_len`` over ``alphabet``); the splits are disjoint by composition, and therefore
-by prompt text.
+**Compositions and splits.** A composition is a sequence of transforms with neighbours different and
+no two neighbours undoing each other (``LT``, ``UD``: the identity; :func:`compositions`): 26 depth-2
+ones with the six transforms. A seeded draw puts ``task.heldout_pairs`` unordered pairs ``{a, b}`` on
+the held-out side *in both orders* (a letter shift commutes with every position transform, so a pair
+trained in one order would give the other order's function away), each transform keeping at least one
+training pair in each position (:func:`split_pairs`). RL prompts (``train_example``) are depth-2
+problems over the *training* pairs only; ``validation()`` (``eval/accuracy``) are depth-2 problems
+over the *held-out* pairs only; ``extra_validation()["depth3"]`` (``eval/depth3_accuracy``) are
+depth-3 problems, never trained on. Strings are drawn afresh per item (length ``min_len`` ..
+``max_len`` over ``alphabet``); the splits are disjoint by composition, and therefore by prompt text.
+The embedded model solves none of the compositions of two position transforms, before or after RL
+(docs/tasks.md): they cap the held-out accuracy and keep depth 3 near 0.
 
 **Warm start** (``warm_start_example``): the supervised warm start sees the *atomic* transforms
 (``R:abcde=`` -> ``edcba``) and, in a share ``warm_start_depth2`` of its examples, depth-2 problems
