@@ -8,6 +8,11 @@ then bracketed to the same relative width early and late in a run, which is what
 log R needs. ``eval/accuracy`` is pass@1: greedy
 (``eval.samples: 0``) or the mean over ``eval.samples`` samples per problem at the rollout temperature.
 Validation responses are counted on ``eval_responses``, never on the training clocks.
+
+A task may name further held-out sets (``Task.extra_validation``: the ``compose`` task's depth-3
+problems); each is evaluated at the same points with the same sampling and logged beside the main set
+as ``eval/<name>_accuracy``, ``eval/<name>_reward`` and ``eval/<name>_responses``. Targets, crossings
+and the failure detectors read ``eval/accuracy`` (the main set) only.
 """
 
 from __future__ import annotations
@@ -49,32 +54,53 @@ class Evaluator:
             greedy=n == 0,
         )
         self.counts = [max(n, 1)] * len(self.validation)
+        self.extra = task.extra_validation()
 
     def next_at(self, responses: int) -> int:
         """The first point of the schedule strictly after ``responses`` (the same points for every
         rollout size: evaluation happens at the first rollout boundary at or past it)."""
         return next_eval_point(self.cfg.eval, responses)
 
-    def evaluate(self, responses: int) -> dict[str, Any]:
-        """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
-        t = time.perf_counter()
-        seed = derived_seed(self.cfg.seed, "eval", responses)
-        prompts = [e.prompt for e in self.validation]
+    def _run(self, examples: list, seed: int):
+        """Generate ``max(eval.samples, 1)`` responses per example and score them: ``(gen, rewards,
+        accuracy, mean reward)``."""
         gen = generate_blocks(
-            self.engine, self.dist, prompts, list(range(len(prompts))), self.counts, self.params, seed
+            self.engine,
+            self.dist,
+            [e.prompt for e in examples],
+            list(range(len(examples))),
+            [self.counts[0]] * len(examples),
+            self.params,
+            seed,
         )
         rewards = score_blocks(
-            self.task, self.dist, gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()]
+            self.task, self.dist, gen.texts, [examples[i] for i in gen.prompt_index.tolist()]
         )
         scored = [x for x in rewards if x is not None]
         acc = sum(x >= 1.0 - 1e-9 for x in scored) / max(len(rewards), 1)
-        return {
+        return gen, rewards, acc, sum(scored) / max(len(rewards), 1)
+
+    def evaluate(self, responses: int) -> dict[str, Any]:
+        """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
+        t = time.perf_counter()
+        gen, rewards, acc, reward = self._run(self.validation, derived_seed(self.cfg.seed, "eval", responses))
+        row = {
             "eval/accuracy": acc,
-            "eval/reward": sum(scored) / max(len(rewards), 1),
+            "eval/reward": reward,
             "eval/length": float(gen.completion_lengths.float().mean()),
             "eval/entropy": self.logprobs.rollout_entropy(gen),
-            "eval/unscorable": len(rewards) - len(scored),
+            "eval/unscorable": sum(x is None for x in rewards),
             "eval/responses": len(gen),
             "eval/problems": len(self.validation),
-            "perf/eval_s": round(time.perf_counter() - t, 4),
         }
+        for name, examples in self.extra.items():
+            gen, _, acc, reward = self._run(examples, derived_seed(self.cfg.seed, "eval", name, responses))
+            row[f"eval/{name}_accuracy"] = acc
+            row[f"eval/{name}_reward"] = reward
+            row[f"eval/{name}_responses"] = len(gen)
+        row["perf/eval_s"] = round(time.perf_counter() - t, 4)
+        return row
+
+    def responses_of(self, row: dict[str, Any]) -> int:
+        """Every validation response of one ``evaluate`` row (the main set and the extra sets)."""
+        return row["eval/responses"] + sum(row[f"eval/{name}_responses"] for name in self.extra)

@@ -285,7 +285,7 @@ class Trainer:
     def _evaluate_and_log(self, extra: dict[str, Any] | None = None) -> None:
         with self.behaviour.current_policy():  # validation measures the current weights
             row = {**self.evaluator.evaluate(self.clocks.responses), **(extra or {})}
-        self.clocks.eval_responses += row["eval/responses"]
+        self.clocks.eval_responses += self.evaluator.responses_of(row)
         acc = row["eval/accuracy"]
         for a in self.cfg.eval.targets:
             key = _target_key(a)
