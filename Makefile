@@ -4,7 +4,7 @@
 #   make test-oldest         # a subset on the oldest torch/transformers pyproject.toml claims (own venv)
 #   make run ARGS="-m sweeps=demo"   # any rlvr-train arguments
 #   make study               # the reference study (rlvr-study studies/reference.yaml) and its analysis
-#   make figures             # the README's figures (docs/figures/) from the study's run directories
+#   make figures             # the reference study's figures (docs/figures/, shown in docs/study.md)
 #   make gpu-wheels          # the wheel folder scripts/gpu_check.sh installs on an offline GPU node
 VENV ?= .venv
 PYTHON ?= python3
@@ -66,8 +66,8 @@ test-oldest: $(VENV_OLDEST)/.installed
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider $(OLDEST_TESTS) $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check rlvr_scaling analysis tests benchmarks hydra_plugins
-	$(VENV)/bin/ruff format --check rlvr_scaling analysis tests benchmarks hydra_plugins
+	$(VENV)/bin/ruff check rlvr_scaling rlvr_scaling_base analysis rlvr_study tests benchmarks hydra_plugins
+	$(VENV)/bin/ruff format --check rlvr_scaling rlvr_scaling_base analysis rlvr_study tests benchmarks hydra_plugins
 
 # The reference study on the embedded default (studies/reference.yaml, docs/study.md): the clipped grid's
 # alpha(eta_ref) curve at four eta_ref over 1.5 decades and the unclipped grid's gamma, run by rlvr-study
@@ -75,13 +75,14 @@ lint: install
 STUDY ?= runs/reference
 # crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
 # and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
-STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets train.stop_at_targets noise.curvature_every_rollouts --quiet
+# crossings read up to the horizons rlvr-study fixed after the pilot (horizons.json)
+STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --quiet
 study: install
 	$(VENV)/bin/rlvr-study studies/reference.yaml $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	@echo "report: results/study/report.md"
 
-# The figures the README shows, regenerated from the study's run directories.
+# The figures docs/study.md shows ("The reference study"), regenerated from the study's run directories.
 figures: install
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	mkdir -p docs/figures

@@ -1,6 +1,6 @@
 """Fit the two clocks of a batch-size scaling study from logged runs.
 
-Pipeline (pure functions over tables, DESIGN.md §3 and §6)::
+Pipeline (pure functions over tables, docs/design.md §3 and §6)::
 
     load (run directories | wandb offline | wandb API) -> RunRecord list + skipped list
     clocks.build_tables                                 -> runs table, evals table (interval bounds,
@@ -11,7 +11,7 @@ Pipeline (pure functions over tables, DESIGN.md §3 and §6)::
                                                            accuracy-vs-compute fits
     report / plots                                      -> CSV, Markdown, PNG/PDF
 
-The package never imports the trainer; the run-directory contract of DESIGN.md §6 is the interface.
+The package never imports the trainer; the run-directory contract of docs/design.md §6 is the interface.
 Entry point: ``rlvr-analyze SOURCE --out DIR`` (:mod:`analysis.cli`); from Python, the stable API of
 :mod:`analysis.api` (``load_runs``, ``clocks_table``, ``fit_conditions``, ``fit_condition``,
 ``plot_exponents``, ``plot_condition``), re-exported here.

@@ -128,13 +128,15 @@ def clocks_table(
     ignore_keys: Iterable[str] = (),
     condition_keys: Iterable[str] | None = None,
     include_incomplete: bool = False,
+    horizon: float | str | None = "auto",
 ) -> Tables:
     """Responses-to-target and responses-to-failure of every run, with its condition.
 
     ``tables.runs`` has one row per run (``condition``, ``B``, ``seed``, ``target:<a>`` and
     ``target:<a>:censored``/``:lower``, ``failure``/``failure:censored``, ``in_fit``, …) and
     ``tables.evals`` one row per evaluation. Options as the CLI's: ``crossing`` is ``interval``
-    (default), ``exact`` (``--exact-crossings``), ``interpolate`` or ``isotonic``.
+    (default), ``exact`` (``--exact-crossings``), ``interpolate`` or ``isotonic``; ``horizon`` is the
+    responses up to which crossings are read (``"auto"``: per condition, ``--horizon``).
     """
     records = runs.records if isinstance(runs, Runs) else list(runs)
     opts = ClockOptions(
@@ -145,6 +147,7 @@ def clocks_table(
         include_incomplete=include_incomplete,
         condition_keys=tuple(condition_keys) if condition_keys is not None else None,
         ignore_keys=tuple(ignore_keys),
+        horizon=horizon,
     )
     return build_tables(records, opts)
 

@@ -6,8 +6,10 @@ the warm start), so their crossing times are correlated: a seed whose prompts ha
 at every B and under every learning rate. The within-size bootstrap of :mod:`analysis.fit` resamples
 runs as if they were independent; when seeds are blocks:
 
-* ``resample="seeds"`` (the default where every seed of a condition has runs at every size of it, with
-  at least 5 seeds: ``MIN_SEEDS``) draws seed ids with replacement, each drawn seed bringing all its runs (every size).
+* ``resample="seeds"`` (the default where a condition has at least 5 seeds, ``MIN_SEEDS``, and every
+  size has runs of two of them) draws seed ids with replacement, each drawn seed bringing all its runs:
+  every size where every seed ran, and only the sizes it holds where seed sets are unequal (an
+  adaptive study's added seeds; ``benchmarks/seed_blocks.py`` measures the coverage of both designs).
   The small-sample factor becomes ``sqrt(S / (S - 1)) * t_{S-1}(0.975) / z(0.975)`` for S seeds
   (:func:`analysis.fit.fit_power_law`, ``n_clusters``): the pivot of a mean over S independent blocks.
   It is robust to any correlation within a seed; with none it is wider than the within-size bootstrap
@@ -61,17 +63,28 @@ def condition_rng(seed: int, condition: str) -> np.random.Generator:
 
 
 def seed_blocks_apply(runs: pd.DataFrame) -> tuple[bool, str]:
-    """Whether the seeds of one condition's fitted runs can be resampled as blocks, and why not."""
+    """Whether the seeds of one condition's fitted runs can be resampled as blocks, and why not.
+
+    Seeds need not hold runs at every size (an adaptive study adds seeds at some sizes only, or drops
+    a size): a drawn seed brings whatever runs it holds, so the number of runs at a size varies between
+    resamples as it would between repetitions of the design. Every size needs runs of at least two
+    seeds (else one seed decides whether the size is in a resample at all)."""
     if runs["seed"].isna().any():
         return False, "some runs have no seed"
     seeds = _seed_keys(runs)
-    sizes = set(runs["B"])
-    missing = [s for s in np.unique(seeds) if set(runs["B"][seeds == s]) != sizes]
-    if missing:
-        return False, f"seed(s) {', '.join(missing[:5])} lack runs at some size"
     if np.unique(seeds).size < MIN_SEEDS:
         return False, f"only {np.unique(seeds).size} seed(s) (< {MIN_SEEDS})"
+    thin = [b for b in sorted(set(runs["B"])) if np.unique(seeds[runs["B"].to_numpy() == b]).size < 2]
+    if thin:
+        return False, f"B={', '.join(f'{b:g}' for b in thin)} has runs of a single seed"
     return True, ""
+
+
+def seed_sets_equal(runs: pd.DataFrame) -> bool:
+    """Whether every seed of the condition holds runs at every size of it."""
+    seeds = _seed_keys(runs)
+    sizes = set(runs["B"])
+    return all(set(runs["B"][seeds == s]) == sizes for s in np.unique(seeds))
 
 
 def resample_weights(
@@ -97,6 +110,8 @@ def resample_weights(
             draws = stream.integers(0, ids.size, size=(n_boot, ids.size))
             counts = np.stack([np.bincount(d, minlength=ids.size) for d in draws])  # [n_boot, S]
             W = counts[:, np.searchsorted(ids, keys)].astype(float)
+            if not seed_sets_equal(runs):
+                note = "seeds resampled as blocks with unequal seed sets (each brings the runs it holds)"
             return W, "seeds", int(ids.size), note
         note = f"seed bootstrap not possible ({why}): runs resampled within sizes"
     uniq = np.unique(B)

@@ -10,8 +10,9 @@ Examples::
 Writes into ``--out``: ``runs.csv``/``runs.parquet`` (one row per run), ``evals.csv`` (one row per
 evaluation), ``exponents.csv`` (one row per condition and clock), ``comparisons.csv``,
 ``incidence.csv``/``incidence_summary.csv`` (competing risks), ``common_exponent.csv``,
-``noise_scale.csv``, ``theory.csv``, ``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
-``trend.csv``, ``skipped.csv``,
+``noise_scale.csv``, ``theory.csv``, ``bcrit.csv``, ``bcrit_theory.csv``, ``recommend.csv``,
+``sigmoid.csv``, ``which_b.csv``, ``seed_correlations.csv``,
+``trend.csv``, ``hazard.csv``/``hazard_fit.csv`` (the failure clock per rollout), ``skipped.csv``,
 ``report.md``, ``report.html`` (the report as one self-contained page with the figures inline and the
 provenance) and the PNG/PDF figures
 (``docs/analysis.md`` lists every file and column). Exit code 0 even when runs were skipped (they are listed in
@@ -30,15 +31,19 @@ from pathlib import Path
 import pandas as pd
 
 from analysis._parallel import default_jobs
+from analysis.bcrit import bcrit_lines, bcrit_tables, plot_bcrit
+from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
 from analysis.blocks import markdown_lines as blocks_markdown
 from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
+from analysis.hazard import hazard_tables
 from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
 from analysis.noise_scale import agreement, noise_table
+from analysis.recommend import recommend_lines, recommend_table
 from analysis.report import compare_conditions, fit_conditions
 from analysis.sigmoid import sigmoid_tables
 from analysis.theory import theory_lines, theory_table
@@ -82,6 +87,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resolution-frac", type=float, default=0.25, help="flag R_T when spacing or B > frac*R_T"
     )
+    p.add_argument(
+        "--horizon",
+        type=_horizon_arg,
+        default="auto",
+        metavar="auto|none|N|FILE.json",
+        help="responses up to which crossings and failures are read (default auto: per condition, the "
+        "smallest eval.horizon or train.max_responses of its runs)",
+    )
+    p.add_argument(
+        "--continuous-brackets",
+        action="store_true",
+        help="bracket crossings as (previous evaluation, evaluation] instead of in whole rollouts",
+    )
     incomplete = p.add_mutually_exclusive_group()
     incomplete.add_argument(
         "--drop-incomplete",
@@ -97,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore-keys", nargs="+", default=[], metavar="KEY", help="keys left out of the condition"
     )
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (0: Wald intervals only)")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (0: Wald intervals only)")
     p.add_argument(
         "--resample",
         choices=("seeds", "runs"),
@@ -150,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, api=None) -> int:
     start = time.perf_counter()
+    horizon = args.horizon
+    if isinstance(horizon, str) and horizon.endswith(".json"):
+        try:
+            horizon = read_horizons(horizon)
+        except ValueError as err:
+            print(f"rlvr-analyze: {err}", file=sys.stderr)
+            return 2
     filters = {}
     for item in args.filter:
         key, sep, value = item.partition("=")
@@ -177,6 +202,8 @@ def run(args: argparse.Namespace, api=None) -> int:
         include_incomplete=not args.drop_incomplete,
         condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
         ignore_keys=tuple(args.ignore_keys),
+        horizon=horizon,
+        discrete=not args.continuous_brackets,
     )
     tables = build_tables(loaded.runs, opts)
     skipped = loaded.skipped + tables.skipped
@@ -209,10 +236,21 @@ def run(args: argparse.Namespace, api=None) -> int:
     theory = theory_table(
         tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
     )
+    bcrit, bcrit_theory = bcrit_tables(
+        tables,
+        exponents,
+        fits,
+        args.bootstrap,
+        args.seed,
+        args.resample,
+        args.jobs,
+        {r.run: r.rows for r in loaded.runs},
+    )
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
     trend = trend_table(exponents, fits, common, tables.varying_keys)
+    hazard = hazard_tables(tables, exponents, n_boot=args.bootstrap, seed=args.seed, resample=args.resample)
     sig = (
         None
         if args.no_sigmoid
@@ -227,8 +265,14 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
     common.to_csv(out / "common_exponent.csv", index=False)
     trend.to_csv(out / "trend.csv", index=False)
+    hazard[0].to_csv(out / "hazard.csv", index=False)
+    hazard[1].to_csv(out / "hazard_fit.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
     theory.to_csv(out / "theory.csv", index=False)
+    bcrit.to_csv(out / "bcrit.csv", index=False)
+    bcrit_theory.to_csv(out / "bcrit_theory.csv", index=False)
+    recommend = recommend_table(tables, fits)
+    recommend.to_csv(out / "recommend.csv", index=False)
     correlations.to_csv(out / "seed_correlations.csv", index=False)
     which_b.to_csv(out / "which_b.csv", index=False)
     if sig is not None:
@@ -237,6 +281,7 @@ def run(args: argparse.Namespace, api=None) -> int:
         out / "skipped.csv", index=False
     )
     plots: list[str] = []
+    bcrit_figures: list[str] = []  # drawn into the B_crit section, not the figure list
     if not args.no_plots:
         from analysis.plots import plot_all  # matplotlib only when figures are wanted
 
@@ -263,6 +308,11 @@ def run(args: argparse.Namespace, api=None) -> int:
             dpi=args.dpi,
             warnings=figure_warnings,
         )
+        plots += _hazard_figure(out, tables, hazard, tuple(args.formats), args.dpi, figure_warnings)
+        try:
+            bcrit_figures = plot_bcrit(out, bcrit, tuple(args.formats), args.dpi)
+        except Exception as err:  # noqa: BLE001 - a figure that cannot be drawn never stops the analysis
+            figure_warnings.append(f"figure 'b_crit_from_clocks' skipped: {type(err).__name__}: {err}")
         messages = messages + figure_warnings
         for w in figure_warnings:
             print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
@@ -289,10 +339,14 @@ def run(args: argparse.Namespace, api=None) -> int:
             "common": common,
             "noise": noise,
             "theory": theory_lines(theory),
+            "bcrit": bcrit_lines(bcrit, bcrit_figures)
+            + bcrit_theory_lines(bcrit_theory)
+            + recommend_lines(recommend),
             "sigmoid": sig,
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),
             "trend": trend_lines(trend),
+            "hazard": hazard,
         },
     )
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
@@ -323,6 +377,8 @@ def run(args: argparse.Namespace, api=None) -> int:
                     f"common α across targets, {r.condition}: {r.exponent_common:.3f} "
                     f"[{r.ci_low:.3f}, {r.ci_high:.3f}], test of equality p = {r.p_common:.3g}"
                 )
+        for line in _hazard_summary(hazard):
+            print(line)
         n_fit = int(tables.runs["in_fit"].sum())
         print(
             f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
@@ -333,6 +389,71 @@ def run(args: argparse.Namespace, api=None) -> int:
 
         return cli_log(args, out, loaded, tables, exponents, comparisons, plots, prov)
     return 0
+
+
+def _hazard_summary(hazard) -> list[str]:
+    """One line per condition: the cloglog slope and the sizes with failures at the first updates."""
+    table, fit, notes = hazard
+    lines = [f"note: {n}" for n in notes]
+    for r in fit[fit["sample"] == "all"].itertuples() if len(fit) else []:
+        part = table[(table["condition"] == r.condition) & (table["first_update_failures"] > 0)]
+        early = (
+            ", ".join(f"B={b.B:g}: {b.first_update_failures}/{b.runs}" for b in part.itertuples()) or "none"
+        )
+        lines.append(
+            f"failure per rollout, {r.condition}: cloglog slope b = {r.slope:.3g} "
+            f"[{r.slope_low:.3g}, {r.slope_high:.3g}] (γ = 1 − b for a constant hazard); "
+            f"failed in the first 2 rollouts: {early}"
+        )
+    return lines
+
+
+def _hazard_figure(out, tables, hazard, formats, dpi, figure_warnings: list[str]) -> list[str]:
+    """``hazard_per_rollout`` (:mod:`analysis.plots_hazard`); a figure that fails is skipped with a
+    warning, as in :func:`analysis.plots.plot_all`."""
+    from analysis.plot_style import condition_colours, condition_order
+    from analysis.plots_hazard import plot_hazard
+
+    try:
+        colours = condition_colours(condition_order(tables.runs, tables.varying_keys))
+        return plot_hazard(out, hazard[0], hazard[1], colours, formats, dpi)
+    except Exception as err:  # noqa: BLE001 - one figure never stops the tables or the report
+        figure_warnings.append(f"figure 'hazard_per_rollout' skipped: {type(err).__name__}: {err}")
+        return []
+
+
+def _horizon_arg(text: str) -> float | str | None:
+    """``--horizon``: ``auto``, ``none``, a positive number of responses, or a JSON file mapping
+    condition labels to horizons (``rlvr-study`` writes ``horizons.json`` into its folder)."""
+    if text.lower() in ("auto", "none"):
+        return None if text.lower() == "none" else "auto"
+    if text.endswith(".json"):
+        return text  # read by read_horizons before any run is read
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"auto, none, a number of responses or a .json file, got {text!r}"
+        ) from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a positive number of responses, got {text!r}")
+    return value
+
+
+def read_horizons(path: str) -> tuple:
+    """``--horizon FILE.json``: ``{condition label: responses}`` as ``ClockOptions.horizon`` takes it;
+    ValueError names the file and what is wrong with it."""
+    import json
+
+    try:
+        mapping = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--horizon: cannot read {path}: {err}") from None
+    if not isinstance(mapping, dict) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in mapping.values()
+    ):
+        raise ValueError(f"--horizon: {path} must map condition labels to positive responses")
+    return tuple(sorted((str(k), float(v)) for k, v in mapping.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

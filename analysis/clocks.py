@@ -1,6 +1,6 @@
 """Per-run clocks: responses-to-target and responses-to-failure, recomputed from the metrics rows.
 
-For each run (DESIGN.md §3):
+For each run (docs/design.md §3):
 
 * **Responses-to-target** ``R_T(a)``: the true crossing lies between the last evaluation below ``a``
   and the first evaluation with ``eval/accuracy >= a``. By default (``crossing="interval"``) the run
@@ -20,6 +20,26 @@ For each run (DESIGN.md §3):
   an evaluation-noise spike cannot make a crossing early; it assumes the underlying curve does not
   decrease before the crossing (true of healthy learning curves; a run that falls back below ``a``
   after a spike is timed where the pooled curve reaches it).
+* **A horizon fixed before the runs.** Crossings and failures are read only from the metrics rows at
+  or before the run's **horizon** ``H`` (responses), common to every run of a condition (every size and
+  seed): by default (``horizon="auto"``) the smallest planned horizon of the condition's runs —
+  ``eval.horizon`` where a study set it, else the ``train.max_responses`` the run was launched with.
+  Both are in the run's config before it starts, so continuing a run, or giving it a larger budget,
+  changes no crossing of any run: a run not crossed by ``H`` is right-censored at its last evaluation
+  within ``H`` (``censored_by = budget``, whether its own budget or the horizon ended it), a failure
+  after ``H`` is censored there, and an incomplete run observed past ``H`` is complete for the
+  analysis (``past_horizon``). Without a horizon (``horizon=None``) the isotonic rule below pools evaluations
+  up to the run's peak however long the run went on, so a run's length — its budget, or
+  ``train.stop_at_targets`` — would move its crossings; the tables say when runs of one condition
+  stopped at different points before the horizon.
+* **Discrete in rollouts.** The policy changes only at rollout boundaries, so with ``discrete=True``
+  (the default) a crossing first seen at an evaluation at ``r`` with the evaluation before it at
+  ``r_prev`` happened with one of the rollouts ending at ``r_prev + B, ..., r``: ``target:<a>:lower`` is
+  ``r_prev + B`` (the first rollout, ``B``, after the step-0 evaluation) and the fit reads the interval
+  ``[lower, r]``; where ``lower == r`` (an evaluation after every rollout) the time is exact. Nothing
+  happens before the first update (``R >= B``), so no crossing is left-censored at 0. The fitted time is
+  the discrete ``R``: the responses consumed by the end of the rollout whose update first puts the
+  accuracy at or above the target. ``discrete=False`` keeps the continuous brackets ``(r_prev, r]``.
 * **Competing risks, one rule.** A run is at risk of reaching a target until it fails: for a failed run
   only evaluations at or before its failure time (the onset by default) can time a crossing, and a run
   that has not crossed by then is right-censored **at the failure time** with ``censored_by =
@@ -103,6 +123,17 @@ class ClockOptions:
     include_incomplete: bool = True  # fit running/preempted/unknown runs as censored at last clock
     condition_keys: tuple[str, ...] | None = None  # None: every key but DEFAULT_IGNORED_KEYS
     ignore_keys: tuple[str, ...] = ()  # extra keys (or parents, or globs) left out of the condition
+    # responses up to which crossings and failures are read: "auto" = per condition, the smallest
+    # planned horizon of its runs (``eval.horizon``, else ``train.max_responses``); a number = that
+    # horizon for every run; ((condition label, responses), ...) = those conditions' horizons fixed (a
+    # study's), "auto" for the others; None = every evaluation (no horizon)
+    horizon: float | str | tuple | None = "auto"
+    discrete: bool = True  # brackets in whole rollouts: [previous evaluation + B, evaluation]
+    # a size where most runs cross a target within its first ``early_rollouts`` rollouts is *early*: its
+    # crossings sit near the R >= B floor; each target's fit keeps at most ``max_early_sizes`` of them
+    # (the smallest), None keeps every size (analysis.report.fit_conditions)
+    early_rollouts: int = 4
+    max_early_sizes: int | None = 1
 
     @property
     def crossing_mode(self) -> str:
@@ -213,6 +244,7 @@ class _Evaluations:
     acc: np.ndarray  # eval/accuracy; NaN never reaches a target
     resp: np.ndarray  # responses clock
     clk: np.ndarray  # the chosen clock
+    all_rows: list[dict[str, Any]]  # every metrics row (the training rows carry the clocks too)
 
 
 @dataclass(frozen=True)
@@ -229,8 +261,11 @@ class _Failure:
     onset: float  # responses at the onset (NaN when unknown)
 
 
-def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> tuple[dict, dict]:
-    """Compute one run's row of the runs table and its evaluation columns.
+def run_clocks(
+    record: RunRecord, targets: list[float], opts: ClockOptions, horizon: float = math.inf
+) -> tuple[dict, dict]:
+    """Compute one run's row of the runs table and its evaluation columns; ``horizon``: the responses
+    up to which its crossings and failure are read (:func:`condition_horizons`).
 
     Raises :class:`RunReadError` for a run that cannot give any clock (no B, no evaluation).
     """
@@ -244,12 +279,18 @@ def run_clocks(record: RunRecord, targets: list[float], opts: ClockOptions) -> t
         notes.append(f"incomplete run (state {state})")
     ev = _evaluations(record.rows, opts.clock, notes)
     out = _run_row(record, state, incomplete, size, sizes, ev, opts)
-    fail = _failure(record, status, state, size, ev.resp, opts, notes)
+    out["horizon"] = horizon
+    # the run is read to the end of the rollout that reaches the horizon (where a run trained to it stops)
+    horizon = float(size) * math.ceil(horizon / float(size) - 1e-9) if math.isfinite(horizon) else horizon
+    past = float(record.rows[-1]["responses"]) >= horizon  # observed over the whole horizon
+    out["past_horizon"] = past
+    out["in_fit"] = out["in_fit"] or past
+    fail = _failure(record, status, state, size, ev.resp, opts, notes, horizon)
     mismatch = _target_columns(out, targets, ev, fail, state, incomplete, size, summary, opts, notes)
     _check_truncated(status, record.rows, notes)
     mismatch = _check_reported_failure(summary, fail, notes) or mismatch
     out.update(_failure_columns(fail, state, record.rows, opts))
-    out.update(noise_summary(record.rows, fail.at if state == "failed" else math.inf))
+    out.update(noise_summary(record.rows, fail.at if not fail.censored else horizon))
     out["summary_mismatch"] = mismatch
     out["notes"] = "; ".join(notes)
     return out, _eval_columns(ev)
@@ -306,7 +347,7 @@ def _evaluations(rows: list[dict[str, Any]], clock: str, notes: list[str]) -> _E
     clk = resp if clock == "responses" else np.array(_column_of(evals, clock))
     if not np.isfinite(clk).all():
         notes.append(f"clock '{clock}' missing or non-numeric in some evaluation rows")
-    return _Evaluations(evals, acc, resp, clk)
+    return _Evaluations(evals, acc, resp, clk, rows)
 
 
 def _run_row(record, state, incomplete, size, sizes, ev: _Evaluations, opts: ClockOptions) -> dict[str, Any]:
@@ -342,17 +383,27 @@ def _run_row(record, state, incomplete, size, sizes, ev: _Evaluations, opts: Clo
     }
 
 
-def _failure(record, status, state, size, resp, opts: ClockOptions, notes: list[str]) -> _Failure:
+def _failure(
+    record, status, state, size, resp, opts: ClockOptions, notes: list[str], horizon: float = math.inf
+) -> _Failure:
     """The failure clock: the onset (default) or the detection, on the chosen clock; the onset is known
-    only to an interval (the detector's smoothing window and the rollout): (lower, onset]."""
+    only to an interval (the detector's smoothing window and the rollout). With ``opts.discrete`` the
+    interval is in whole rollouts, ``[lower, onset]`` with ``lower`` the first rollout boundary after
+    the responses at which the condition can have begun (at least B: nothing fails before the first
+    update); ``lower == onset`` is an exact time. A failure after ``horizon`` is right-censored at the
+    last training row within it (the run survived the horizon)."""
     rows = record.rows
     last = float(rows[-1]["responses"])
     failure = status.get("failure") if status else None
     detector = None
     detection = onset = math.nan
+
+    def survived(until: float) -> _Failure:
+        value = until if opts.clock == "responses" else _clock_at(rows, until, opts.clock)
+        return _Failure(True, until, value, math.nan, False, None, math.nan, math.nan)
+
     if state != "failed":
-        value = last if opts.clock == "responses" else _clock_at(rows, last, opts.clock)
-        return _Failure(True, last, value, math.nan, False, None, detection, onset)
+        return survived(_last_within(rows, horizon) if last > horizon else last)
     detection = last
     if isinstance(failure, dict):
         detector = failure.get("detector")
@@ -372,14 +423,34 @@ def _failure(record, status, state, size, resp, opts: ClockOptions, notes: list[
     if not math.isfinite(onset) and opts.failure_time == "onset":
         notes.append("no failure onset recorded (run written before onsets): detection time used")
     at = onset if opts.failure_time == "onset" and math.isfinite(onset) else detection
+    if at > horizon:
+        notes.append(f"failure at {at:g} after the horizon {horizon:g}: censored there")
+        return survived(_last_within(rows, horizon))
     value = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
     lower, limited = math.nan, False
     if opts.failure_time == "onset" and math.isfinite(onset):
         lower = failure_lower(failure, detector, onset, float(size), record.config, resp)
-        limited = lower <= 0 or (onset - lower) > opts.resolution_frac * onset
+        if opts.discrete:
+            lower = min(onset, rollout_after(lower, float(size)))
+            limited = (onset - lower) > opts.resolution_frac * onset or size > opts.resolution_frac * onset
+        else:
+            limited = lower <= 0 or (onset - lower) > opts.resolution_frac * onset
         if opts.clock != "responses":
             lower = _clock_at(rows, lower, opts.clock) if lower > 0 else 0.0
     return _Failure(False, at, value, lower, limited, detector, detection, onset)
+
+
+def rollout_after(responses: float, size: float) -> float:
+    """The responses at the end of the first rollout that ends after ``responses`` (a multiple of the
+    rollout size B, at least B): the earliest time of an event known to come after ``responses``,
+    since the policy changes only at rollout boundaries."""
+    return size * (math.floor(max(responses, 0.0) / size + 1e-9) + 1)
+
+
+def _last_within(rows: list[dict[str, Any]], horizon: float) -> float:
+    """The responses of the last metrics row at or before ``horizon`` (the first row's if none)."""
+    within = [float(r["responses"]) for r in rows if float(r["responses"]) <= horizon]
+    return max(within) if within else float(rows[0]["responses"])
 
 
 def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, opts, notes) -> bool:
@@ -389,17 +460,20 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
     Targets are observed while the run is at risk of reaching them: up to its failure time (the
     competing event), so a crossing seen after the onset counts as failed first, as in the incidence.
     """
-    observable = ev.resp <= fail.at if state == "failed" else np.ones(ev.resp.shape, bool)
+    # at risk until the failure (within the horizon) and read only up to the horizon (in whole rollouts)
+    horizon = out["horizon"]
+    horizon = float(size) * math.ceil(horizon / float(size) - 1e-9) if math.isfinite(horizon) else horizon
+    observable = ev.resp <= (fail.at if not fail.censored else horizon)
     raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
     hits = raw_hits & observable[:, None]
     if opts.crossing_mode == "isotonic":
         hits = isotonic_hits(ev.acc, observable, targets)
     seen = np.flatnonzero(observable)
     by_value = _reported_targets(summary)
-    if state == "failed":
+    if not fail.censored:
         cause = "failure"
-    else:
-        cause = "incomplete" if incomplete else "budget"
+    else:  # observed to its budget or the horizon (whichever came first): "budget"
+        cause = "incomplete" if incomplete and not out["past_horizon"] else "budget"
     mismatch = False
     for j, a in enumerate(targets):
         label = target_label(a)
@@ -407,7 +481,9 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
         if idx >= 0:
             column = _target_reached(ev, idx, a, label, size, opts, notes)
         else:
-            value = fail.value if state == "failed" else float(ev.clk[-1])  # censored at the failure
+            # censored at the failure, else at the last evaluation read (within the horizon)
+            last_read = float(ev.clk[seen[-1]]) if seen.size else float(ev.clk[0])
+            value = fail.value if not fail.censored else last_read
             last_below = float(ev.clk[seen[-1]]) if seen.size else math.nan
             column = (value, math.nan, last_below, True, cause, False, False)
         for suffix, v in zip(_TARGET_SUFFIXES, column):
@@ -446,7 +522,14 @@ def _target_reached(ev: _Evaluations, idx: int, a: float, label: str, size, opts
         or size > opts.resolution_frac * resp[idx]
     )
     mode = opts.crossing_mode
-    if mode in ("interval", "isotonic"):
+    if mode in ("interval", "isotonic") and opts.discrete:
+        # the policy changes only at rollout boundaries: the crossing came with one of the rollouts
+        # after the evaluation below (the first of them at the earliest; at least B)
+        first = min(float(resp[idx]), rollout_after(float(resp[idx - 1]) if idx > 0 else 0.0, float(size)))
+        lower = first if opts.clock == "responses" else _clock_at(ev.all_rows, first, opts.clock)
+        if not math.isfinite(lower):
+            lower = 0.0
+    elif mode in ("interval", "isotonic"):
         lower = float(clk[idx - 1]) if idx > 0 else 0.0
         if not math.isfinite(lower):
             lower = 0.0
@@ -531,6 +614,9 @@ def _failure_columns(fail: _Failure, state: str, rows, opts: ClockOptions) -> di
         "failure": fail.value,
         "failure:lower": fail.lower,
         "failure:resolution_limited": fail.limited,
+        # failure:lower is the end of the first rollout the failure can be in (whole-rollout brackets),
+        # or the responses after which it began (continuous brackets)
+        "failure:lower_inclusive": bool(opts.discrete),
         "failure:censored": fail.censored,
         "failure:detector": fail.detector,
         "failure:detection": on_clock(fail.detection),
@@ -656,10 +742,11 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     # results must not depend on the order in which runs were found: work in run-id order
     records = sorted(records, key=lambda r: (r.run, r.path))
     targets = sorted(set(opts.targets or [t for r in records for t in _config_targets(r.config)]))
+    horizons = condition_horizons(records, opts)
     rows, eval_parts, kept, skipped = [], [], [], []
-    for record in records:
+    for record, horizon in zip(records, horizons):
         try:
-            row, ev = run_clocks(record, targets, opts)
+            row, ev = run_clocks(record, targets, opts, horizon)
         except RunReadError as err:
             skipped.append(SkippedRun(record.run, record.path, str(err)))
             continue
@@ -689,12 +776,67 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
             f"keys differing between conditions: {', '.join(varying)} (pass --ignore-keys KEY)"
         )
 
+    messages += _horizon_messages(runs)
     evals = _evals_table(runs, eval_parts)
     order = runs.sort_values(["condition", "B", "seed", "run"], key=_sort_key).index
     runs = runs.loc[order].reset_index(drop=True)
     rank = pd.Series(np.arange(len(runs)), index=runs["run"].to_numpy())
     evals = evals.iloc[np.argsort(rank.loc[evals["run"]].to_numpy(), kind="stable")].reset_index(drop=True)
     return Tables(runs, evals, targets, keys, varying, skipped, messages, opts)
+
+
+def planned_horizon(config: dict[str, Any]) -> float:
+    """A run's planned horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
+    budget it was launched with), else infinite."""
+    for key in ("eval.horizon", "train.max_responses"):
+        value = get_path(config, key)
+        if is_number(value) and value > 0:
+            return float(value)
+    return math.inf
+
+
+def condition_horizons(records: list[RunRecord], opts: ClockOptions) -> list[float]:
+    """The horizon of each record (the responses up to which its crossings and failure are read).
+
+    ``opts.horizon="auto"``: the smallest :func:`planned_horizon` of the runs of its condition — a
+    number fixed by the runs' configs before they start, common to every size and seed, and unchanged
+    when a run is continued or given a larger budget (a run past the horizon is read only up to it).
+    A number: that horizon for every run; None: no horizon."""
+    if opts.horizon is None:
+        return [math.inf] * len(records)
+    if isinstance(opts.horizon, (int, float)):
+        return [float(opts.horizon)] * len(records)
+    _, _, labels = _conditions([flatten_config(r.config) for r in records], opts)
+    smallest: dict[str, float] = {}
+    planned = [planned_horizon(r.config) for r in records]
+    for label, h in zip(labels, planned):
+        smallest[label] = min(smallest.get(label, math.inf), h)
+    fixed = dict(opts.horizon) if isinstance(opts.horizon, (dict, tuple)) else {}
+    return [float(fixed.get(label, smallest[label])) for label in labels]
+
+
+def _horizon_messages(runs: pd.DataFrame) -> list[str]:
+    """Conditions whose runs ended at different points before the horizon (stopped at their targets, or
+    a smaller budget): their crossings are read from fewer evaluations than the other runs'."""
+    out = []
+    ended = runs[(runs["state"] == "completed") & ~runs["past_horizon"]]
+    for condition, group in ended.groupby("condition", sort=True):
+        unbounded = not np.isfinite(runs.loc[runs["condition"] == condition, "horizon"]).all()
+        if unbounded and group["final_responses"].nunique() > 1:
+            out.append(
+                f"condition {condition}: completed runs ended at different points "
+                f"({', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} responses) and no "
+                "horizon is set: how far a crossing can look ahead differs between runs (--horizon)"
+            )
+        elif not unbounded and len(group):
+            horizon = float(runs.loc[runs["condition"] == condition, "horizon"].iloc[0])
+            out.append(
+                f"condition {condition}: {len(group)} completed run(s) stopped before the horizon "
+                f"{horizon:g} (at {', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} "
+                "responses: train.stop_at_targets or a smaller budget); their crossings are read from "
+                "fewer evaluations than the other runs' (--horizon sets a common one)"
+            )
+    return out
 
 
 def _check_options(opts: ClockOptions) -> None:
@@ -704,6 +846,13 @@ def _check_options(opts: ClockOptions) -> None:
         raise ValueError(f"crossing must be one of {CROSSINGS}, got {opts.crossing!r}")
     if opts.failure_time not in FAILURE_TIMES:
         raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
+    h = opts.horizon
+    fixed = isinstance(h, tuple) and all(isinstance(x, tuple) and len(x) == 2 and x[1] > 0 for x in h)
+    if not (h is None or h == "auto" or fixed or (is_number(h) and not isinstance(h, bool) and h > 0)):
+        raise ValueError(
+            "horizon must be 'auto', None, a positive number of responses or ((condition, responses), ...)"
+            f", got {h!r}"
+        )
 
 
 def _conditions(flats: list[dict[str, Any]], opts: ClockOptions) -> tuple[list[str], list[str], list[str]]:

@@ -3,7 +3,8 @@
 **Common α across targets** (per condition). The targets of one condition are measured on the same
 runs, so their exponents are correlated; :func:`analysis.report.fit_conditions` fits every clock of a
 condition on the same bootstrap resamples of runs, which gives the joint sampling covariance ``Σ`` of
-the k target exponents ``α̂`` (replicates where all k are identified). The common exponent is the
+the k target exponents ``α̂`` (replicates where all k are identified; each target's replicates
+stretched to the interval its fit reports, :func:`reported_replicates`). The common exponent is the
 minimum-distance (generalised least squares) combination
 
     α_c = 1ᵀ Σ⁻¹ α̂ / 1ᵀ Σ⁻¹ 1,        se(α_c) = (1ᵀ Σ⁻¹ 1)^(-1/2)
@@ -15,7 +16,9 @@ minimum-distance statistic (referred to Hotelling's T² when the replicates resa
 clusters: its covariance then has only S − 1 degrees of freedom)
 ``χ² = (α̂ - α_c 1)ᵀ Σ⁻¹ (α̂ - α_c 1)`` on ``k - 1`` degrees of freedom (e.g. Cameron & Trivedi,
 *Microeconometrics*, §6.7). The interval of ``α_c`` is the percentile interval of the same weights
-applied to the bootstrap replicates. This replaces a likelihood-ratio test, which would need the joint
+applied to **all** the bootstrap replicates: a resample in which a target is not identified is infinite
+on its side (NaN, counted on both sides, where two targets run off in opposite directions), so the
+common interval is never narrower than its targets' evidence. This replaces a likelihood-ratio test, which would need the joint
 likelihood of a run's crossing times of several targets (they are strongly dependent: one curve).
 """
 
@@ -48,15 +51,59 @@ COMMON_COLUMNS = [
 ]
 
 
+def reported_replicates(fit: FitResult, level: float = 0.95) -> np.ndarray:
+    """A target's bootstrap replicates stretched to the interval its fit reports.
+
+    Where :func:`analysis.fit.fit_power_law` widened a degenerate bootstrap to the profile-likelihood
+    interval, the replicates' percentile interval is narrower than the reported one: each side's
+    deviations from the estimate are scaled by the reported half-width over the replicates' one (an
+    unbounded reported side makes that side's replicates infinite). Replicates of a resample whose
+    exponent is not identified stay +-inf. So a common exponent formed from the replicates can never
+    be narrower than its targets' reported evidence allows."""
+    reps = np.asarray(fit.boot_slopes, float).copy()
+    if not reps.size or not np.isfinite(fit.exponent):
+        return reps
+    q = (1 - level) / 2
+    lo, hi = np.quantile(reps, [q, 1 - q], method="inverted_cdf")
+    dev = reps - fit.exponent
+    for side, reported, boot in ((dev < 0, fit.ci_low, lo), (dev > 0, fit.ci_high, hi)):
+        if not np.isfinite(reported):
+            if np.isnan(reported):
+                continue
+            reps[side & np.isfinite(reps)] = np.sign(reported) * np.inf
+            continue
+        half_rep, half_boot = abs(reported - fit.exponent), abs(boot - fit.exponent)
+        if np.isfinite(half_boot) and half_boot > 0 and half_rep > half_boot * (1 + 1e-9):
+            finite = side & np.isfinite(reps)
+            reps[finite] = fit.exponent + dev[finite] * (half_rep / half_boot)
+    return reps
+
+
+def _bounded_quantiles(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of replicates that may be +-inf or NaN (a combination of +inf and -inf):
+    NaN counts as -inf for the lower end and +inf for the upper end, so an unidentified replicate can
+    only widen the interval."""
+    q = (1 - level) / 2
+    low = np.quantile(np.where(np.isnan(values), -np.inf, values), q, method="inverted_cdf")
+    high = np.quantile(np.where(np.isnan(values), np.inf, values), 1 - q, method="inverted_cdf")
+    return float(low), float(high)
+
+
 def common_exponent(fits: list[FitResult]) -> dict:
-    """GLS common exponent of several targets' fits with paired bootstrap replicates (module docstring)."""
+    """GLS common exponent of several targets' fits with paired bootstrap replicates (module docstring).
+
+    The weights and the test come from the resamples in which every target is identified; the interval
+    comes from **every** resample (:func:`reported_replicates`: the targets' replicates as their
+    reported intervals have them, unidentified ones infinite), so resamples where a target is not
+    identified widen it instead of being dropped (dropping them keeps the well-behaved resamples and
+    makes the common interval narrower than its evidence)."""
     use = [f for f in fits if np.isfinite(f.exponent) and f.boot_slopes.size]
     out = {"n_targets": len(use), "note": ""}
     if len(use) < 2:
         out["note"] = "needs two targets with an identified exponent and bootstrap replicates"
         return out
     m = min(f.boot_slopes.size for f in use)
-    reps = np.stack([f.boot_slopes[:m] for f in use], 1)  # [m, k]
+    reps = np.stack([reported_replicates(f)[:m] for f in use], 1)  # [m, k]
     finite = np.isfinite(reps).all(1)
     out["n_boot_used"] = int(finite.sum())
     if finite.sum() < 50:
@@ -96,7 +143,14 @@ def common_exponent(fits: list[FitResult]) -> dict:
         else:
             p_value = np.nan
             out["note"] = (out["note"] + "; " if out["note"] else "") + f"{clusters} seeds: too few to test"
-    q = np.quantile(reps[finite] @ w, [0.025, 0.975])
+    with np.errstate(invalid="ignore"):
+        combined = np.where(w[None, :] != 0, reps * w[None, :], 0.0).sum(1)  # inf - inf: NaN
+    q = _bounded_quantiles(combined)
+    if finite.sum() < m:
+        share = 1 - finite.sum() / m
+        out["note"] = (out["note"] + "; " if out["note"] else "") + (
+            f"{share:.1%} of resamples with a target not identified (kept as unbounded)"
+        )
     out.update(
         exponents=" ".join(f"{e:.4f}" for e in est),
         exponent_common=common,

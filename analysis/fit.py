@@ -332,30 +332,6 @@ def interval_mle(
     return out
 
 
-def tobit_mle(x, y, censored, weights=None, max_iter=60, tol=1e-9, want_cov=False, start=None):
-    """Right-censored special case of :func:`interval_mle` for ``y = b0 + b1 x + sigma eps``.
-
-    Returns ``(b0, b1, sigma, ok, cov, theta, y_scale)`` over replicates (``x`` is centred inside).
-    """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    censored = np.asarray(censored, bool)
-    xm = x.mean()
-    X = np.column_stack([np.ones_like(x), x - xm])
-    res = interval_mle(
-        X,
-        y,
-        np.where(censored, np.inf, y),
-        weights,
-        max_iter=max_iter,
-        tol=tol,
-        want_cov=want_cov,
-        start=start,
-    )
-    b1 = res["beta"][:, 1]
-    b0 = res["beta"][:, 0] - b1 * xm
-    return b0, b1, res["sigma"], res["ok"], res["cov"], res["theta"], res["y_scale"]
-
-
 def _identified(x: np.ndarray, informative: np.ndarray, W: np.ndarray) -> np.ndarray:
     """Replicates with informative times (exact or with a finite upper bound) at two or more sizes."""
     sizes, inverse = np.unique(x, return_inverse=True)

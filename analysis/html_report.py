@@ -16,19 +16,17 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
-import platform
 import shlex
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from markdown_it import MarkdownIt
 
 from analysis.load import RunRecord, SkippedRun
+from rlvr_scaling_base import git_revision, package_versions
 
 ANALYSIS_PACKAGES = ("rlvr-scaling", "numpy", "scipy", "pandas", "matplotlib", "wandb", "markdown-it-py")
 
@@ -47,23 +45,8 @@ details { margin: 0.5rem 0; }
 
 def analysis_versions() -> dict[str, str]:
     """Versions of the analysis and the packages its numbers depend on, and its git revision."""
-    versions: dict[str, str] = {}
-    for name in ANALYSIS_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    versions["python"] = platform.python_version()
-    try:
-        git = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        git = ""
+    versions = package_versions(ANALYSIS_PACKAGES)
+    git = git_revision()
     if git:
         versions["git"] = git
     return versions

@@ -2,7 +2,7 @@
 
 Three sources give the same :class:`RunRecord` (and therefore the same tables downstream):
 
-* run directories (DESIGN.md §6): any folder holding ``config.yaml`` at its own top level together
+* run directories (docs/design.md §6): any folder holding ``config.yaml`` at its own top level together
   with ``metrics.jsonl`` or ``status.json``; Hydra's ``.hydra/config.yaml`` copies are not runs;
 * wandb offline run folders (``wandb/offline-run-*/run-<id>.wandb``), see :mod:`analysis.wandb_io`;
 * the wandb API (``wandb:ENTITY/PROJECT``), see :mod:`analysis.wandb_io`.
@@ -31,7 +31,7 @@ from analysis.records import (  # noqa: F401 - the record types' public import p
     validate_rows,
 )
 
-#: Clocks every metrics row carries (DESIGN.md §3); ``responses`` is the primary one and must be valid.
+#: Clocks every metrics row carries (docs/design.md §3); ``responses`` is the primary one and must be valid.
 CLOCKS = (
     "rollout",
     "responses",
@@ -44,7 +44,17 @@ CLOCKS = (
 )
 STATES = ("running", "completed", "failed", "preempted")
 #: Keys never part of a condition: the seed, the key a sweep varies to change B, and bookkeeping.
-DEFAULT_IGNORED_KEYS = ("seed", "rollout.prompts_per_rollout", "logger", "run")
+# the seed, the size and bookkeeping; a run's budget, its stop rule and its planned horizon decide only
+# how long it runs, never its dynamics (analysis.clocks reads every run of a condition to one horizon)
+DEFAULT_IGNORED_KEYS = (
+    "seed",
+    "rollout.prompts_per_rollout",
+    "logger",
+    "run",
+    "train.max_responses",
+    "train.stop_at_targets",
+    "eval.horizon",
+)
 
 _SKIP_DIRS = {".hydra", "checkpoints", "__pycache__", ".git"}
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -123,8 +123,9 @@ def write_report(
     extra: dict | None = None,
 ) -> str:
     """Write ``report.md`` and return its text, one function per section below. ``extra``:
-    ``incidence_summary``, ``common``, ``noise``, ``sigmoid`` tables and the lines of the ``theory``,
-    ``blocks`` and ``which_b`` sections when computed."""
+    ``incidence_summary``, ``common``, ``noise``, ``sigmoid`` tables, ``hazard`` (the tables and notes
+    of :func:`analysis.hazard.hazard_tables`) and the lines of the ``theory``, ``blocks`` and
+    ``which_b`` sections when computed."""
     extra = extra or {}
     sections = [
         _summary(source, tables, skipped, messages, options),
@@ -133,10 +134,12 @@ def write_report(
         _unreached(exponents),
         _competing(exponents),
         _incidence(extra.get("incidence_summary")),
+        _hazard(extra.get("hazard")),
         _common(extra.get("common")),
         extra.get("trend") or [],  # exponents along a numeric key (analysis.trend.trend_lines)
         _noise(extra.get("noise"), exponents),
         extra.get("theory") or [],  # predicted vs fitted α (analysis.theory.theory_lines)
+        extra.get("bcrit") or [],  # McCandlish's B_crit from the clocks (analysis.bcrit.bcrit_lines)
         _goodness_of_fit(exponents),
         _sigmoid(extra.get("sigmoid")),
         _warnings(exponents),
@@ -343,6 +346,110 @@ def _incidence(inc) -> list[str]:
                     "CIF failed",
                 ],
                 rows,
+            )
+        )
+    return lines
+
+
+def _hazard(hazard) -> list[str]:
+    """The failure clock per rollout: hazard per size, first-update failures against η(B), the
+    cloglog slope and γ apart from the first-update outcome (``analysis/hazard.py``)."""
+    if hazard is None:
+        return []
+    table, fit, notes = hazard
+    lines = [
+        "",
+        "## The failure clock per rollout",
+        "",
+        "The policy changes only at rollout boundaries, so a failure happens at a whole rollout: a run whose "
+        "onset is at k·B responses survived k − 1 rollouts and failed in the k-th; an interval-censored onset "
+        "gives a range of rollouts, over which the likelihood sums. h(B) is the constant hazard per rollout "
+        "(95 % likelihood-ratio interval); **unstable at the first updates** is a failure onset within the first "
+        "2 rollouts (≤ 2·B responses), a per-run outcome (Clopper–Pearson interval), shown against the per-step "
+        "rate η(B); *possible* counts the onsets whose interval reaches into those 2 rollouts. The hazard after "
+        "the first updates is that of the runs that survived them, counted from rollout 3. Detectors: which one "
+        "ended each failed run. Tables: `hazard.csv`, `hazard_fit.csv`.",
+        "",
+    ]
+    lines += [f"- note: {n}" for n in notes]
+    if table is None or table.empty:
+        return lines
+    rows = [
+        [
+            r.condition,
+            f"{r.B:g}",
+            _f(r.eta),
+            str(r.runs),
+            str(r.rollouts_at_risk),
+            str(r.failures),
+            f"{_f(r.hazard)} [{_f(r.ci_low)}, {_f(r.ci_high)}]",
+            f"{r.first_update_failures}/{r.runs} = {_f(r.first_update_frac, 2)} "
+            f"[{_f(r.first_update_low, 2)}, {_f(r.first_update_high, 2)}]",
+            str(r.first_update_possible),
+            f"{_f(r.hazard_after_first_updates)} [{_f(r.after_ci_low)}, {_f(r.after_ci_high)}]",
+            str(r.detectors) if isinstance(r.detectors, str) and r.detectors else "–",
+        ]
+        for r in table.itertuples()
+    ]
+    header = [
+        "condition",
+        "B",
+        "η(B)",
+        "runs",
+        "rollouts at risk",
+        "failures",
+        "h per rollout",
+        "failed in first 2 rollouts",
+        "possible",
+        "h after first updates",
+        "detectors",
+    ]
+    lines.append(markdown_table(header, rows))
+    return lines + _hazard_fit(fit)
+
+
+def _hazard_fit(fit) -> list[str]:
+    """The cloglog slope across sizes and gamma apart from the first-update outcome (``hazard_fit.csv``)."""
+    lines: list[str] = []
+    if fit is not None and len(fit):
+        lines += [
+            "",
+            "cloglog(h) = a + b·log B across sizes (maximum likelihood; b: profile-likelihood 95 % interval, and "
+            "the percentile bootstrap, seed blocks where they apply, else runs within each size: `resampling` in "
+            "`hazard_fit.csv`; with 3 runs per size the bootstrap covers about 83 %, the profile 93 %, "
+            "docs/failure.md). For a hazard constant in time, b = 1 − γ "
+            "(the integrated hazard of a rollout is λ(B)·B): γ = 1 − b is that reading. γ (log-normal) is "
+            "the fit of `exponents.csv` on all runs (unchanged) and, on the runs that survived the first "
+            "updates, the same model left-truncated at 2·B (profile-likelihood interval).",
+            "",
+        ]
+        fit_rows = [
+            [
+                r.condition,
+                "all runs" if r.sample == "all" else "after first updates",
+                f"{r.n_failures}/{r.n_runs}",
+                f"{_f(r.slope)} [{_f(r.slope_low)}, {_f(r.slope_high)}]",
+                f"[{_f(r.boot_low)}, {_f(r.boot_high)}]" if r.n_boot else "–",
+                f"{_f(r.gamma_constant_hazard)} [{_f(r.gamma_constant_hazard_low)}, "
+                f"{_f(r.gamma_constant_hazard_high)}]",
+                f"{_f(r.gamma)} [{_f(r.gamma_low)}, {_f(r.gamma_high)}]",
+                str(r.note) if isinstance(r.note, str) else "",
+            ]
+            for r in fit.itertuples()
+        ]
+        lines.append(
+            markdown_table(
+                [
+                    "condition",
+                    "runs",
+                    "failed",
+                    "slope b (profile)",
+                    "b (bootstrap)",
+                    "γ = 1 − b",
+                    "γ (log-normal)",
+                    "note",
+                ],
+                fit_rows,
             )
         )
     return lines

@@ -49,6 +49,7 @@ STAT_COLUMNS = [
     "n_left",
     "n_sizes",
     "sizes_unreached",
+    "sizes_early",
     "prefactor",
     "sigma",
     "wald_low",
@@ -188,6 +189,25 @@ def fit_conditions(
 _FIT_STATE: tuple = ()  # (tables, n_boot, seed, interpolated, joint_model, key_columns) for forked workers
 
 
+def early_sizes(fitted: pd.DataFrame, clock: str, opts) -> list[float]:
+    """The sizes left out of one target's fit because most of their crossings come within the first
+    ``opts.early_rollouts`` rollouts, all but the smallest such size (``opts.max_early_sizes``): a
+    crossing within a few rollouts is bounded below by the R >= B floor, not by the learning curve,
+    so no exponent may rest on such crossings at more than one size."""
+    limit = getattr(opts, "max_early_sizes", 1) if opts is not None else 1
+    rollouts = getattr(opts, "early_rollouts", 4) if opts is not None else 4
+    if limit is None:
+        return []
+    early = []
+    for b, runs in fitted.groupby("B", sort=True):
+        reached = ~runs[f"{clock}:censored"].astype(bool) & (runs[clock] > 0)
+        if reached.sum() > 0.5 * len(runs) and (runs.loc[reached, clock] <= rollouts * b).sum() > 0.5 * len(
+            runs
+        ):
+            early.append(float(b))
+    return early[limit:]
+
+
 def condition_resamples(
     tables: Tables, condition: str, n_boot: int, seed: int, resample: str = "seeds"
 ) -> tuple[pd.DataFrame, np.ndarray | None, str, int | None, str]:
@@ -221,52 +241,64 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
         if is_target and not explicit and not declared and "declared_targets" in group:
             continue  # the runs time no target at all (eval.targets: [])
         lower = fitted[f"{clock}:lower"] if is_target or f"{clock}:lower" in fitted else None
+        early = early_sizes(fitted, clock, tables.options) if is_target else []
+        fc = fitted
+        if early:  # the early sizes' runs leave this target's fits (their weights' columns are ignored)
+            fc = fitted.assign(**{clock: fitted[clock].where(~fitted["B"].isin(early))})
+        values = fc[clock]
         fit = fit_power_law(
             B,
-            fitted[clock],
-            fitted[f"{clock}:censored"],
+            values,
+            fc[f"{clock}:censored"],
             lower=lower,
             n_boot=n_boot,
             weights=W,
             n_clusters=clusters,
         )
         if is_target:
-            at_zero = int((~fitted[f"{clock}:censored"] & (fitted[clock] <= 0)).sum())
+            at_zero = int((~fc[f"{clock}:censored"] & (fc[clock] <= 0)).sum())
             if at_zero:
                 fit.warnings.insert(
                     0,
                     f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
                 )
+        if early:
+            fit.warnings.insert(
+                0,
+                f"B={', '.join(f'{b:g}' for b in early)} left out: most crossings there come within the "
+                "first rollouts (near the R >= B floor); at most one such size enters a fit",
+            )
         left_out = len(group) - len(fitted)
         if left_out:
             fit.warnings.append(f"{left_out} incomplete run(s) left out (--drop-incomplete)")
-        n_incomplete = int(fitted["incomplete"].sum()) if "incomplete" in fitted else 0
+        n_incomplete = int(fc["incomplete"].sum()) if "incomplete" in fitted else 0
         if n_incomplete:
             fit.warnings.append(f"{n_incomplete} incomplete run(s) right-censored at their last evaluation")
         fits[(condition, clock)] = fit
         limited = by_failure = by_budget = 0
         sens = {}
         if is_target:
-            observed = fitted[~fitted[f"{clock}:censored"] & (fitted[clock] > 0)]
+            observed = fc[~fc[f"{clock}:censored"] & (fc[clock] > 0)]
             limited = int(observed[f"{clock}:resolution_limited"].sum())
             if limited and crossing != "interval":
                 fit.warnings.append(f"{limited} resolution-limited point(s)")
-            cause = fitted[f"{clock}:censored_by"]
-            by_failure, by_budget = int((cause == "failure").sum()), int((cause == "budget").sum())
+            cause = fc[f"{clock}:censored_by"]
+            by_failure = int((cause == "failure").sum())
+            by_budget = int((cause == "budget").sum())
             for kind in ("never", "at_failure"):
                 if by_failure:
-                    v, c, lo = _sensitivity_data(fitted, clock, kind)
+                    v, c, lo = _sensitivity_data(fc, clock, kind)
                     other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W, n_clusters=clusters)
                     fits[(condition, f"{clock}:{kind}")] = other
                 else:
                     other = fit
                 sens[kind] = other
         else:
-            by_budget = int(fitted["failure:censored"].sum())
+            by_budget = int(fc["failure:censored"].sum())
             if "failure:resolution_limited" in fitted:
-                limited = int((~fitted["failure:censored"] & fitted["failure:resolution_limited"]).sum())
+                limited = int((~fc["failure:censored"] & fc["failure:resolution_limited"]).sum())
         gof = (
-            goodness_of_fit(B, fitted[clock], fitted[f"{clock}:censored"], lower)
+            goodness_of_fit(B, fc[clock], fc[f"{clock}:censored"], lower)
             if np.isfinite(fit.exponent)
             else GoodnessOfFit(note="exponent not identified")
         )
@@ -274,11 +306,11 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
         if is_target and by_failure and joint_model:
             joint = fit_joint(
                 B,
-                fitted[clock],
-                fitted[f"{clock}:censored"],
-                fitted[f"{clock}:lower"],
-                fitted["failure"],
-                fitted["failure:censored"],
+                fc[clock],
+                fc[f"{clock}:censored"],
+                fc[f"{clock}:lower"],
+                fc["failure"],
+                fc["failure:censored"],
             )
             if joint.get("message"):
                 fit.warnings.append(f"joint model: {joint['message']}")
@@ -302,6 +334,7 @@ def _fit_condition(condition: str) -> tuple[list[dict], dict]:
             n_left=fit.n_left,
             n_sizes=fit.n_sizes,
             sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
+            sizes_early=" ".join(f"{b:g}" for b in early),
             prefactor=fit.prefactor,
             sigma=fit.sigma,
             wald_low=fit.wald_low,

@@ -1,6 +1,6 @@
 """Synthetic runs with known exponents, to test the analysis and to validate a setup.
 
-Writes complete run directories in the trainer's format (DESIGN.md §6: ``config.yaml``, ``.hydra/``,
+Writes complete run directories in the trainer's format (docs/design.md §6: ``config.yaml``, ``.hydra/``,
 ``metrics.jsonl``, ``status.json``, ``summary.json``, ``checkpoints/``), and optionally the same runs as
 wandb offline runs (logged the way the trainer logs them). Run ``rlvr-analyze`` on the folder and the
 exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json``::
@@ -10,7 +10,8 @@ exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json
 
 Model of one run with rollout size B (seed i):
 
-* time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)``, validation accuracy
+* time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)`` (with ``b_crit`` set, McCandlish's
+  ``c * (1 + B / b_crit)`` in place of ``c * B**alpha``: ``c`` is then R_min, :mod:`analysis.bcrit`), validation accuracy
   ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses (or, with
   ``curve="sigmoid"``, ScaleRL's ``acc_start + (acc_max - acc_start) / (1 + (s / r)**curve_b)``), so
   the continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
@@ -33,7 +34,8 @@ Model of one run with rollout size B (seed i):
   before its evaluation. Measured clocks are therefore quantised to the evaluation grid, like real ones;
 * training rows carry the gradient-noise instruments (``noise/grad_norm_sq``, ``noise/trace_cov``,
   ``noise/snr``, ``noise/b_noise``) as the trainer's K-minibatch estimator gives them: per rollout,
-  unbiased but noisy, for a true noise scale ``b_noise`` (tr Sigma / |G|^2, in responses).
+  unbiased but noisy, for a true noise scale ``b_noise`` (tr Sigma / |G|^2, in responses); with
+  ``adam_b_noise`` also ``noise/adam_*`` (tr(P Sigma), G'PG and their ratio, unbiased and noisy).
 
 ``truth`` holds, per run, the continuous times (``target:<a>_true``, ``failure_true``) and the measured
 ones as the analysis should find them (``target:<a>`` = (value, censored), ``target:<a>:lower`` = the
@@ -61,6 +63,7 @@ class SyntheticSpec:
     sizes: tuple[int, ...] = (32, 64, 128, 256)  # rollout sizes B
     seeds: int = 3  # runs per size
     alpha: float = 0.3  # exponent of responses-to-target (all targets)
+    b_crit: float | None = None  # set: McCandlish's R_T = c * (1 + B / b_crit) in place of c * B**alpha
     prefactor: float = 2000.0  # c: median responses to the first target is c * B**alpha
     sigma: float = 0.25  # log-normal scatter of responses-to-target
     gamma: float | None = 0.0  # exponent of responses-to-failure; None: no run fails
@@ -77,6 +80,7 @@ class SyntheticSpec:
     seed_stream: int = 0  # conditions with the same stream share their seed effects
     detection_delay: int = 0  # rollouts from failure onset to the detector's decision
     b_noise: float | None = 200.0  # true gradient-noise scale tr Sigma / |G|^2 (None: no noise/ rows)
+    adam_b_noise: float | None = None  # true tr(P Sigma) / G'PG: noise/adam_* rows (None: none)
     targets: tuple[float, ...] = (0.3, 0.5)  # eval.targets
     budget: int = 30000  # train.max_responses: runs still going there are censored
     eval_every: int = 256  # eval.every_responses
@@ -121,7 +125,7 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def make_config(spec: SyntheticSpec, size: int, seed: int) -> dict[str, Any]:
-    """A config with the trainer's tree (DESIGN.md §2, §6), the condition set by ``spec.overrides``."""
+    """A config with the trainer's tree (docs/design.md §2, §6), the condition set by ``spec.overrides``."""
     group = min(spec.group_size, size)
     if size % group:
         raise ValueError(f"B={size} is not a multiple of group_size={group}")
@@ -252,7 +256,8 @@ def simulate(spec: SyntheticSpec) -> list[SyntheticRun]:
                 eps_f = spec.rho * eps + math.sqrt(1.0 - spec.rho**2) * eps_f_noise
             else:
                 eps_f = eps_f_noise
-            rt0 = spec.prefactor * size**spec.alpha * math.exp(spec.sigma * eps)
+            shape = (1 + size / spec.b_crit) if spec.b_crit is not None else size**spec.alpha
+            rt0 = spec.prefactor * shape * math.exp(spec.sigma * eps)
             rf = math.inf
             if spec.gamma is not None:
                 rf = spec.failure_prefactor * size**spec.gamma * math.exp(spec.failure_sigma * eps_f)
@@ -350,7 +355,7 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
                 }
             )
             if spec.b_noise is not None:
-                row.update(_noise_row(spec, size, k, rng))
+                row.update(_noise_row(spec, size, k, rng, seed))
             rows.append(row)
         if fails_now:
             break
@@ -368,6 +373,9 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         # a run that failed before reaching a is censored at its failure onset (the competing event)
         censor_at = onset_at * size if failed else evals[-1]["responses"]
         truth[f"target:{a:g}"] = (hit if hit is not None else censor_at, hit is None)
+        # the continuous latent crossing lies in (evaluation below, evaluation at or above]: the
+        # generator's truth is that latent time (analysis.clocks' discrete brackets read the rollout-
+        # quantised time instead, ``--continuous-brackets`` this one)
         truth[f"target:{a:g}:lower"] = evals[idx - 1]["responses"] if idx else (0 if idx == 0 else math.nan)
     onset = onset_at * size if failed else None
     truth["failure"] = (onset if failed else final, not failed)
@@ -423,7 +431,9 @@ def _crosses(schedule: np.ndarray, before: float, now: float) -> bool:
     )
 
 
-def _noise_row(spec: SyntheticSpec, size: int, k: int, rng: np.random.Generator) -> dict[str, float]:
+def _noise_row(
+    spec: SyntheticSpec, size: int, k: int, rng: np.random.Generator, run_seed: int = 0
+) -> dict[str, float]:
     """Per-rollout noise instruments as the K-minibatch estimator gives them (rlvr_scaling/noise.py):
     ``tr Sigma`` estimated from K minibatch gradients (chi-square with K - 1 degrees of freedom around
     the truth), ``|G|^2`` unbiased with the estimator's sampling noise, NaN when K = 1."""
@@ -437,12 +447,26 @@ def _noise_row(spec: SyntheticSpec, size: int, k: int, rng: np.random.Generator)
     b = size / K
     trace_hat = trace * rng.chisquare(K - 1) / (K - 1)
     grad_hat = grad_sq + math.sqrt(2.0 / K) * (trace / b) * rng.standard_normal()
-    return {
+    row = {
         "noise/grad_norm_sq": grad_hat,
         "noise/trace_cov": trace_hat,
         "noise/snr": grad_hat / (trace_hat / b) if trace_hat > 0 else math.inf,
         "noise/b_noise": trace_hat / grad_hat if grad_hat > 0 else math.inf,
     }
+    if spec.adam_b_noise is not None:  # Adam's, over all prompts (own stream: the others' draws unchanged)
+        own = np.random.default_rng([spec.seed, size, run_seed, k, 31])
+        signal = 0.05 * math.exp(-k * size / (4.0 * spec.budget))
+        trace = spec.adam_b_noise * signal
+        signal_hat = signal + math.sqrt(2.0) * (trace / size) * own.standard_normal()
+        trace_hat = trace * own.chisquare(8) / 8
+        row.update(
+            {
+                "noise/adam_grad_norm_sq": signal_hat,
+                "noise/adam_trace_cov": trace_hat,
+                "noise/adam_b_noise": trace_hat / signal_hat if signal_hat > 0 else math.inf,
+            }
+        )
+    return row
 
 
 def _json_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -537,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     d = SyntheticSpec()
     p.add_argument("--alpha", type=float, default=d.alpha, help="exponent of responses-to-target")
     p.add_argument("--prefactor", type=float, default=d.prefactor, help="c in c*B**alpha (first target)")
+    p.add_argument(
+        "--b-crit", type=float, default=None, help="McCandlish sweep: R_T = c (1 + B / b_crit) (no --alpha)"
+    )
     p.add_argument("--sigma", type=float, default=d.sigma, help="log-normal scatter of R_T")
     p.add_argument("--gamma", type=float, default=d.gamma, help="exponent of responses-to-failure")
     p.add_argument("--no-failure", action="store_true", help="runs never fail")
@@ -570,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes=tuple(args.sizes),
         seeds=args.seeds,
         alpha=args.alpha,
+        b_crit=args.b_crit,
         prefactor=args.prefactor,
         sigma=args.sigma,
         gamma=None if args.no_failure else args.gamma,

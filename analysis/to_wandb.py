@@ -14,8 +14,8 @@ One run with ``job_type="analysis"`` in the sweep's group (the runs' wandb group
 Where: ``ENTITY/PROJECT`` (or ``PROJECT``) when given; otherwise the source's ``wandb:ENTITY/PROJECT``,
 else the runs' ``logger.entity``/``logger.project`` (the trainer's wandb settings, most common value),
 else the project ``rlvr-scaling`` (the trainer's default). Mode: ``WANDB_MODE`` when set; otherwise
-online when credentials exist (``WANDB_API_KEY`` or a netrc entry for the server, the trainer's rule in
-``rlvr_scaling/loggers.py``), offline otherwise. The run's folder is ``WANDB_DIR`` when set, else the
+online when credentials exist (``WANDB_API_KEY`` or a netrc entry for the server: the trainer's rule,
+``rlvr_scaling_base.wandb_credentials``), offline otherwise. The run's folder is ``WANDB_DIR`` when set, else the
 analysis output folder (``<out>/wandb/offline-run-*`` offline: ``wandb sync`` uploads it later).
 
 The loaders leave these runs out of a training analysis (:data:`analysis.wandb_io.ANALYSIS_JOB_TYPE`).
@@ -24,7 +24,6 @@ The loaders leave these runs out of a training analysis (:data:`analysis.wandb_i
 from __future__ import annotations
 
 import math
-import netrc
 import os
 import sys
 from collections import Counter
@@ -37,6 +36,7 @@ import pandas as pd
 
 from analysis.load import RunRecord, get_path
 from analysis.wandb_io import ANALYSIS_JOB_TYPE
+from rlvr_scaling_base import wandb_credentials
 
 DEFAULT_PROJECT = "rlvr-scaling"
 ARTIFACT_TYPE = "analysis-report"
@@ -49,17 +49,6 @@ class Target:
     project: str
     group: str | None
     why: str  # where entity/project came from, for the message
-
-
-def _has_credentials() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        auth = netrc.netrc(os.path.expanduser("~/.netrc"))
-    except (OSError, netrc.NetrcParseError):
-        return False
-    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
-    return auth.authenticators(host) is not None
 
 
 def _most_common(values) -> Any:
@@ -135,7 +124,7 @@ def log_analysis(
     import wandb
 
     out = Path(out)
-    mode = None if os.environ.get("WANDB_MODE") else ("online" if _has_credentials() else "offline")
+    mode = None if os.environ.get("WANDB_MODE") else ("online" if wandb_credentials() else "offline")
     label = target.group or Path(str(prov["source"]).split(":")[-1]).name or "source"
     settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, save_code=False)
     run = wandb.init(

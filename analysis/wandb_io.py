@@ -1,6 +1,6 @@
 """Read runs back from wandb: offline run folders and the wandb API, into :class:`RunRecord`.
 
-The trainer logs (DESIGN.md §6): ``wandb.init(config=<config.yaml tree>, group=<run.sweep>,
+The trainer logs (docs/design.md §6): ``wandb.init(config=<config.yaml tree>, group=<run.sweep>,
 name=<run.name>, tags=[...])``, every metrics row through ``wandb.log(row)`` unchanged, and at the end
 ``run.summary["state"|"failure"|"derived"]``. :func:`record_from_wandb` turns those three pieces
 (config, summary, history) into a record; both the offline reader and the API reader go through it,

@@ -1,7 +1,7 @@
-"""Planned against achieved interval widths of ``rlvr-plan`` (analysis/plan.py).
+"""Planned against achieved interval widths of ``rlvr-plan`` (rlvr_study/plan.py).
 
 For each design: the planner's width (expected information of the interval-censored likelihood,
-module docstring of analysis/plan.py), then ``--sweeps`` sweeps simulated at that design with the
+module docstring of rlvr_study/plan.py), then ``--sweeps`` sweeps simulated at that design with the
 evaluation grid and the budget (resolution and censoring), each fitted with analysis.fit's bootstrap;
 the median achieved width should be within +-20 % of the planned one. ``exact-time plan``: the width
 the same design would be planned at if crossings were known exactly and never censored (what resolution
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from analysis.fit import difference_interval, fit_power_law
-from analysis.plan import Schedule, Truth, design_width, plan_design, simulate_crossings, simulate_widths
+from rlvr_study.plan import Schedule, Truth, design_width, plan_design, simulate_crossings, simulate_widths
 
 DESIGNS = {
     # name: (truth, candidate sizes, requested width); prefactor 2000 as in analysis.synthetic

@@ -9,9 +9,11 @@ both conditions' slopes alike, which a paired comparison cancels), 5 sizes x 5 s
 of the smallest median crossing, no failures. Both are fitted through :func:`analysis.report.fit_conditions`
 and compared through :func:`analysis.report.compare_conditions` (paired when the seeds are resampled as
 clusters: the two conditions draw the same seeds). Printed per correlation and bootstrap: coverage of
-alpha and of the difference, their median widths.
+alpha and of the difference, their median widths. ``--unequal`` keeps the second half of the seeds at
+the extreme sizes only (what an adaptive study's rounds leave), so seeds hold runs at different sizes.
 
     python benchmarks/seed_blocks.py --draws 200
+    python benchmarks/seed_blocks.py --draws 200 --seeds 10 --unequal
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from analysis.synthetic import SyntheticSpec, records
 ALPHAS = (0.30, 0.40)
 
 
-def one_draw(c: float, draw: int, n_boot: int, seeds: int) -> dict[str, tuple]:
+def one_draw(c: float, draw: int, n_boot: int, seeds: int, unequal: bool = False) -> dict[str, tuple]:
     specs = [
         SyntheticSpec(
             sizes=(32, 64, 128, 256, 512),
@@ -49,7 +51,15 @@ def one_draw(c: float, draw: int, n_boot: int, seeds: int) -> dict[str, tuple]:
         )
         for i, a in enumerate(ALPHAS)
     ]
-    tables = build_tables(records(*specs))
+    recs = records(*specs)
+    if unequal:
+        # an adaptive study's design: the seeds past the first ``keep`` ran at the extreme sizes only
+        keep = max(2, seeds // 2)
+        recs = [
+            r for r in recs
+            if int(r.config["seed"]) < keep or r.config["rollout"]["prompts_per_rollout"] * 8 in (32, 512)
+        ]  # fmt: skip
+    tables = build_tables(recs)
     out = {}
     for mode in ("seeds", "runs"):
         exp, fits = fit_conditions(tables, n_boot=n_boot, seed=draw, joint_model=False, resample=mode)
@@ -66,9 +76,15 @@ def main(argv=None) -> int:
     p.add_argument("--bootstrap", type=int, default=400)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--corr", type=float, nargs="+", default=[0.0, 0.5, 0.8])
+    p.add_argument(
+        "--unequal",
+        action="store_true",
+        help="seed sets differ between sizes: the second half of the seeds at B = 32 and 512 only",
+    )
     args = p.parse_args(argv)
     print(
-        f"alpha {ALPHAS[0]} vs {ALPHAS[1]}, 5 sizes x {args.seeds} seeds, {args.draws} draws, "
+        f"alpha {ALPHAS[0]} vs {ALPHAS[1]}, 5 sizes x {args.seeds} seeds{' (unequal sets)' if args.unequal else ''}, "
+        f"{args.draws} draws, "
         f"{args.bootstrap} resamples"
     )
     print("corr  bootstrap  cover(alpha)  width(alpha)  cover(diff)  width(diff)")
@@ -76,7 +92,7 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         res = {"seeds": [], "runs": []}
         for draw in range(args.draws):
-            for mode, v in one_draw(c, draw, args.bootstrap, args.seeds).items():
+            for mode, v in one_draw(c, draw, args.bootstrap, args.seeds, args.unequal).items():
                 res[mode].append(v)
         for mode, vals in res.items():
             v = np.array(vals, float)

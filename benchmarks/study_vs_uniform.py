@@ -6,10 +6,10 @@ both), per draw of a sweep:
 
 - **adaptive**: ``rlvr-study``'s loop. A pilot of ``pilot_seeds`` seeds at every size, then rounds:
   the runs so far are fitted and planned by the functions ``rlvr-study`` calls after each round
-  (``analysis.report.fit_conditions`` as :func:`analysis.study.measure` and
-  :func:`analysis.plan.pilot_conditions` fit a folder, then :func:`analysis.study.measurement`,
-  :func:`analysis.plan.pilots_from_fits` and :func:`analysis.study.plan_round`), the round's runs are
-  drawn, and the loop stops where ``run_study`` (``rlvr_scaling/cli/study.py``) stops: every width met,
+  (``analysis.report.fit_conditions`` as :func:`rlvr_study.measure.measure` and
+  :func:`rlvr_study.plan.pilot_conditions` fit a folder, then :func:`rlvr_study.measure.measurement`,
+  :func:`rlvr_study.plan.pilots_from_fits` and :func:`rlvr_study.rounds.plan_round`), the round's runs are
+  drawn, and the loop stops where ``run_study`` (``rlvr_study/cli.py``) stops: every width met,
   ``max_rounds`` rounds run (the pilot included), or no run planned (the budget spent);
 - **uniform**: the same pilot, then one more seed at every size at a time, each grid fitted the same way,
   until the width is at most the goal or ``--max-seeds`` seeds per size.
@@ -52,10 +52,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.clocks import ClockOptions, Tables, build_tables, target_label
-from analysis.plan import Schedule, eval_grid, pilots_from_fits, run_responses
 from analysis.report import fit_conditions
-from analysis.study import Study, measurement, parse_study, plan_round
 from analysis.synthetic import SyntheticSpec, records
+from rlvr_study.measure import measurement
+from rlvr_study.plan import Schedule, eval_grid, pilots_from_fits, run_responses
+from rlvr_study.rounds import StopReason, plan_round, round_budget, stop_before_round
+from rlvr_study.study_file import Study, parse_study
 
 
 # ---------------------------------------------------------------------------------------- settings
@@ -115,7 +117,7 @@ def _spec(setting: Setting, size: int, seeds: int, draw: int, salt: int) -> Synt
 
 
 def check_schedule(setting: Setting) -> None:
-    """The synthetic runs evaluate where the trainer's schedule (``analysis.plan.eval_grid``) would:
+    """The synthetic runs evaluate where the trainer's schedule (``rlvr_study.plan.eval_grid``) would:
     the planner's information assumes that grid."""
     for size in setting.sizes:
         run = records(_spec(setting, size, 1, 0, 0))[0]
@@ -243,16 +245,12 @@ def adaptive(study: Study, source, run_budget: float) -> Outcome:
     while True:
         tables = source.tables(have)
         exps, m = _fit(study, tables)
-        reason = None
-        if m.widths.empty:
-            reason = "no readable run"
-        elif (m.widths["width"] <= study.width).all():
-            return _outcome(m, exps, rounds, True, "every requested width is met", have, notes)
-        elif rounds >= study.max_rounds:
-            reason = f"max_rounds ({study.max_rounds}) reached"
-        else:
+        budget = round_budget(study, m.responses, 0.0)  # a simulation keeps no clock: no hours spent
+        stop = stop_before_round(study, m, rounds, budget)
+        reason = stop.describe(study, m) if stop is not None else None
+        if stop is None:
             pilots = pilots_from_fits(tables, exps)
-            plan = plan_round(study, m, pilots, run_budget, study.budget_responses - m.responses)
+            plan = plan_round(study, m, pilots, run_budget, budget)
             notes += [f"round {rounds}: {n}" for n in plan.notes]
             added = 0
             for launch in plan.launches:
@@ -261,13 +259,11 @@ def adaptive(study: Study, source, run_budget: float) -> Outcome:
                     added += len(new - have[p])
                     have[p] |= new
             if not plan.launches:
-                reason = (
-                    "budget.responses spent" if any("budget" in n for n in plan.notes) else "nothing to add"
-                )
+                reason = (plan.stop or StopReason.NOTHING_TO_ADD).describe(study, m)
             elif not added:
                 reason = "pool exhausted"
         if reason is not None:
-            return _outcome(m, exps, rounds, False, reason, have, notes)
+            return _outcome(m, exps, rounds, stop is StopReason.WIDTHS_MET, reason, have, notes)
         rounds += 1
 
 

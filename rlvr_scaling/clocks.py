@@ -1,4 +1,4 @@
-"""The run's clocks (DESIGN.md §3): monotone counters carried on every metrics row."""
+"""The run's clocks (docs/design.md §3): monotone counters carried on every metrics row."""
 
 from __future__ import annotations
 

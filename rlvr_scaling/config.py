@@ -32,7 +32,7 @@ from .algorithms.loss import LossConfig
 from .engines.vllm_config import VLLMConfig
 from .errors import ConfigError
 from .models import EmbeddedModelConfig, ModelConfig, WarmStartConfig
-from .noise import NoiseParams
+from .noise_config import NoiseParams
 from .samples import SamplesConfig
 
 
@@ -146,6 +146,10 @@ class EvalConfig:
     screen_margin: float = 0.04
     # and whenever the responses clock is this factor past the last full evaluation (0 = never)
     screen_full_ratio: float = 2.0
+    # The responses up to which the analysis reads this run's crossings and failure (null: the run's
+    # train.max_responses); a study sets it per condition before the runs start. Bookkeeping: the
+    # trainer trains to train.max_responses either way (docs/analysis.md, "The horizon").
+    horizon: int | None = None
 
     def validate(self, prefix: str = "eval") -> None:
         if self.schedule not in ("linear", "geometric"):
@@ -167,6 +171,8 @@ class EvalConfig:
             raise ConfigError(
                 f"{prefix}.screen_full_ratio must be 0 (off) or > 1 (got {self.screen_full_ratio})"
             )
+        if self.horizon is not None and self.horizon < 1:
+            raise ConfigError(f"{prefix}.horizon must be null or >= 1 responses (got {self.horizon})")
 
 
 @dataclass
@@ -279,6 +285,23 @@ class Derived:
         return dataclasses.asdict(self)
 
 
+def check_logprob_config(cfg, engine: str) -> None:
+    """Start-up checks of where pi_old comes from (``engine``: what rollout.engine resolves to); the
+    log-prob phase that reads ``optim.old_logprobs`` is ``logprobs.py``."""
+    mode = cfg.optim.old_logprobs
+    if mode == "behaviour" and engine == "vllm" and cfg.rollout.top_p < 1:
+        raise ConfigError(
+            f"optim.old_logprobs=behaviour with rollout.engine=vllm and rollout.top_p={cfg.rollout.top_p:g} < 1: "
+            "vLLM reports log-probs renormalised over the nucleus, not the policy's softmax(logits / T); "
+            "use optim.old_logprobs=recompute (or auto)"
+        )
+    if mode == "behaviour" and cfg.loss.tis is not None:
+        raise ConfigError(
+            f"loss.tis={cfg.loss.tis} weights pi_old(recomputed) / pi_engine, which is 1 by construction with "
+            "optim.old_logprobs=behaviour: use optim.old_logprobs=recompute (or auto)"
+        )
+
+
 def validate(cfg: Config) -> None:
     """Every rule composition cannot check, before any model is loaded. Raises ConfigError."""
     from .engines import ENGINE_NAMES
@@ -293,7 +316,6 @@ def validate(cfg: Config) -> None:
     cfg.optim.validate()
     cfg.loss.validate()
     from .engines import resolve_engine
-    from .logprobs import check_logprob_config
 
     check_logprob_config(cfg, resolve_engine(cfg.rollout.engine, cfg.run.device))
     cfg.eval.validate()

@@ -353,6 +353,27 @@ PRIOR_CYCLES = {"noise": 0.35, "curvature": 3.0}
 READ_BY_LR_EVERY = {"at_theta_old": 8, "curvature": 128}
 
 
+def preconditioned_power_iteration(
+    hvp, P: list[torch.Tensor], v: list[torch.Tensor], iterations: int
+) -> float:
+    """The top eigenvalue of P^(1/2) H P^(1/2) (the spectrum of P H, Adam's preconditioned Hessian) by
+    :func:`power_iteration` on v -> P^(1/2) H (P^(1/2) v); a Rayleigh quotient after ``iterations`` steps."""
+    root = [w.sqrt() for w in P]
+
+    def product(x):
+        hx = hvp([r.to(t.dtype) * t for r, t in zip(root, x)])
+        return [r.to(h.dtype) * h for r, h in zip(root, hx)]
+
+    value, _ = power_iteration(product, v, iterations)
+    return value
+
+
+def adam_threshold(beta1: float) -> float:
+    """Adam's stability threshold of eta * lambda_max(P H): 2 (1 + beta1) / (1 - beta1) (38 at beta1 = 0.9;
+    Cohen et al. 2022, "Adaptive gradient methods at the edge of stability")."""
+    return 2.0 * (1.0 + beta1) / (1.0 - beta1)
+
+
 class ThetaOldInstruments:
     """Noise at theta_old (when ``noise.at_theta_old``) and curvature when due: on every n-th rollout
     (``noise.*_every_rollouts``) or within ``noise.budget`` of the wall time (:class:`InstrumentBudget`)."""
@@ -518,6 +539,76 @@ class ThetaOldInstruments:
             for p in frozen:
                 p.requires_grad_(False)
         return out
+
+    # ------------------------------------------------------------------ Adam's noise scale
+
+    def adam_noise(
+        self, gen, advantages, rollout: int, optimizer, perf: dict[str, float]
+    ) -> dict[str, float]:
+        """``noise/adam_*`` and ``noise/all_*`` (``noise.adam_noise``): the cell estimates over **all** the
+        rollout's prompts (two independent halves of prompts A and B, each prompt's responses in halves 1
+        and 2) with X = P, the diagonal preconditioner of the optimizer's state
+        (:func:`rlvr_scaling.noise.adam_preconditioner`), and with X = I: G'PG from the cross product of
+        the two half means, tr(P Sigma) per response, and their ratio (docs/theory.md, "B_noise for Adam").
+        Runs on the rollouts where the noise at theta_old runs; ``adam_*`` are NaN before the first step."""
+        from .noise import adam_preconditioner
+
+        due = rollout % self.every == 0 or self.curvature_due(rollout)
+        if not (self.on and getattr(self.cfg.noise, "adam_noise", False) and due):
+            return {}
+        t = time.perf_counter()
+        design = design_cells(gen.prompt_index, int(gen.prompt_index.max()) + 1)
+        if design is None:
+            return {}
+        was_training = self.model.training
+        self.model.eval()
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        for p in frozen:
+            p.requires_grad_(True)
+        try:
+            parts = self._cell_parts(gen, advantages, design)
+            objectives = [self._objective(gen, r, c) for r, c in parts]
+            cells = [self._reduce(o.grad()) for o in objectives]
+            params = objectives[0].params
+            P = adam_preconditioner(optimizer, params)
+            sharp = (
+                self._adam_sharpness(gen, parts, P, cells, optimizer) if self.curvature_due(rollout) else {}
+            )
+        finally:
+            self.model.train(was_training)
+            for p in frozen:
+                p.requires_grad_(False)
+        out = {}
+        plain = cell_estimates(gram(cells, cells), design)
+        out.update({f"noise/all_{k}": v for k, v in noise_row(plain, self.minibatch).items()})
+        out.update(sharp)
+        keys = ("grad_norm_sq", "trace_cov", "trace_cov_within", "trace_cov_between", "b_noise")
+        if P is None:
+            out.update({f"noise/adam_{k}": math.nan for k in keys})
+        else:
+            weighted = [[w.to(c.dtype) * c for w, c in zip(P, cell)] for cell in cells]
+            pre = noise_row(cell_estimates(gram(cells, weighted), design), self.minibatch)
+            out.update({f"noise/adam_{k}": pre[k] for k in keys})
+        perf["noise_adam_s"] = time.perf_counter() - t
+        return out
+
+    def _adam_sharpness(self, gen, parts, P, cells, optimizer) -> dict[str, float]:
+        """``curv/adam_top_eig`` (the eigenvalue of P H of largest magnitude, signed as ``curv/top_eig``, on
+        the rollout's objective: ``noise.power_iterations`` steps from the first cell's gradient) and
+        ``curv/adam_edge`` = eta * that / Adam's threshold (:func:`adam_threshold`), eta the optimizer's
+        current rate: the rate in units of the edge of stability (meaningful when the eigenvalue is
+        positive)."""
+        if P is None or self.iterations < 1:
+            return {"curv/adam_top_eig": math.nan, "curv/adam_edge": math.nan}
+        union = self._objective(gen, torch.cat([r for r, _ in parts]), torch.cat([c for _, c in parts]))
+        union.anchor()
+        with HessianVectorProducts([union], self.hvp_kind, self.eps, self._reduce) as hvp:
+            value = preconditioned_power_iteration(hvp, P, [c.float() for c in cells[0]], self.iterations)
+        group = optimizer.param_groups[0]
+        return {
+            "curv/adam_top_eig": value,
+            "curv/adam_edge": group["lr"] * value / adam_threshold(group["betas"][0]),
+        }
 
     # ------------------------------------------------------------------ curvature
 

@@ -1,4 +1,4 @@
-"""Validation: when it runs, and what it measures (DESIGN.md §3).
+"""Validation: when it runs, and what it measures (docs/design.md §3).
 
 Validation runs on the task's fixed held-out set at step 0 and then whenever the ``responses`` clock
 has passed the next scheduled point (at a rollout boundary): every ``eval.every_responses``
@@ -22,6 +22,11 @@ sampled once per doubling). A crossing stays bracketed between two full evaluati
 targets and the analysis read ``eval/accuracy`` rows only, and a full evaluation at a point is the
 same pass (same seed, same numbers) whether or not the schedule is screened. ``docs/speed.md`` measures
 how often the brackets agree with a full evaluation at every point and what it saves.
+
+A task may name further held-out sets (``Task.extra_validation``: the ``compose`` task's depth-3
+problems); each is evaluated at the same points with the same sampling and logged beside the main set
+as ``eval/<name>_accuracy``, ``eval/<name>_reward`` and ``eval/<name>_responses``. Targets, crossings
+and the failure detectors read ``eval/accuracy`` (the main set) only.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class Evaluator:
         order = np.random.default_rng(derived_seed("eval-screen-problems")).permutation(n_val)
         self.screen_ids = sorted(int(i) for i in order[:k])
         self.screening = k > 0
+        self.extra = task.extra_validation()
 
     def screen(self) -> dict[str, Any]:
         """The screen (module docstring): pass@1 on the fixed subset, with the sampling keys of the run's
@@ -105,29 +111,49 @@ class Evaluator:
         rollout size: evaluation happens at the first rollout boundary at or past it)."""
         return next_eval_point(self.cfg.eval, responses)
 
-    def evaluate(self, responses: int) -> dict[str, Any]:
-        """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
-        t = time.perf_counter()
-        seed = derived_seed(self.cfg.seed, "eval", responses)
-        prompts = [e.prompt for e in self.validation]
+    def _run(self, examples: list, seed: int):
+        """Generate ``max(eval.samples, 1)`` responses per example and score them: ``(gen, rewards,
+        accuracy, mean reward)``."""
         gen = generate_blocks(
-            self.engine, self.dist, prompts, list(range(len(prompts))), self.counts, self.params, seed
+            self.engine,
+            self.dist,
+            [e.prompt for e in examples],
+            list(range(len(examples))),
+            [self.counts[0]] * len(examples),
+            self.params,
+            seed,
         )
         rewards = score_blocks(
-            self.task, self.dist, gen.texts, [self.validation[i] for i in gen.prompt_index.tolist()]
+            self.task, self.dist, gen.texts, [examples[i] for i in gen.prompt_index.tolist()]
         )
         scored = [x for x in rewards if x is not None]
         acc = sum(x >= 1.0 - 1e-9 for x in scored) / max(len(rewards), 1)
-        return {
+        return gen, rewards, acc, sum(scored) / max(len(rewards), 1)
+
+    def evaluate(self, responses: int) -> dict[str, Any]:
+        """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
+        t = time.perf_counter()
+        gen, rewards, acc, reward = self._run(self.validation, derived_seed(self.cfg.seed, "eval", responses))
+        row = {
             "eval/accuracy": acc,
-            "eval/reward": sum(scored) / max(len(rewards), 1),
+            "eval/reward": reward,
             "eval/length": float(gen.completion_lengths.float().mean()),
             "eval/entropy": self.logprobs.rollout_entropy(gen),
-            "eval/unscorable": len(rewards) - len(scored),
+            "eval/unscorable": sum(x is None for x in rewards),
             "eval/responses": len(gen),
             "eval/problems": len(self.validation),
-            "perf/eval_s": round(time.perf_counter() - t, 4),
         }
+        for name, examples in self.extra.items():
+            gen, _, acc, reward = self._run(examples, derived_seed(self.cfg.seed, "eval", name, responses))
+            row[f"eval/{name}_accuracy"] = acc
+            row[f"eval/{name}_reward"] = reward
+            row[f"eval/{name}_responses"] = len(gen)
+        row["perf/eval_s"] = round(time.perf_counter() - t, 4)
+        return row
+
+    def responses_of(self, row: dict[str, Any]) -> int:
+        """Every validation response of one ``evaluate`` row (the main set and the extra sets)."""
+        return row["eval/responses"] + sum(row[f"eval/{name}_responses"] for name in self.extra)
 
 
 def full_needed(e, state, screen: float, responses: int) -> bool:

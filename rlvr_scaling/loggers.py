@@ -9,21 +9,10 @@ metrics row goes to ``wandb.log`` unchanged; at the end ``summary`` gets ``state
 
 from __future__ import annotations
 
-import netrc
-import os
 from pathlib import Path
 from typing import Any
 
-
-def _has_credentials() -> bool:
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        auth = netrc.netrc(os.path.expanduser("~/.netrc"))
-    except (OSError, netrc.NetrcParseError):
-        return False
-    host = os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai").split("://")[-1].split("/")[0]
-    return auth.authenticators(host) is not None
+from rlvr_scaling_base import wandb_credentials
 
 
 class WandbSink:
@@ -41,7 +30,7 @@ class WandbSink:
 
         mode = logger_cfg.mode
         if mode == "auto":
-            mode = "online" if _has_credentials() else "offline"
+            mode = "online" if wandb_credentials() else "offline"
         self.run = wandb.init(
             project=logger_cfg.project,
             entity=logger_cfg.entity,

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .config import check_logprob_config  # noqa: F401 (a start-up check of this phase, kept in config.py)
 from .engines.base import Generation
-from .errors import ConfigError
 from .policy import completion_logprobs_shared
 
 LOG2 = math.log(2.0)
@@ -234,19 +234,3 @@ def summarise(sums: dict[str, float], maxima: dict[str, float]) -> dict[str, flo
         out["rollout/tis_weight_mean"] = sums["tis_weight_sum"] / u
         out["rollout/tis_capped_frac"] = sums["tis_capped_sum"] / u
     return out
-
-
-def check_logprob_config(cfg, engine: str) -> None:
-    """Start-up checks of where pi_old comes from (``engine``: what rollout.engine resolves to)."""
-    mode = cfg.optim.old_logprobs
-    if mode == "behaviour" and engine == "vllm" and cfg.rollout.top_p < 1:
-        raise ConfigError(
-            f"optim.old_logprobs=behaviour with rollout.engine=vllm and rollout.top_p={cfg.rollout.top_p:g} < 1: "
-            "vLLM reports log-probs renormalised over the nucleus, not the policy's softmax(logits / T); "
-            "use optim.old_logprobs=recompute (or auto)"
-        )
-    if mode == "behaviour" and cfg.loss.tis is not None:
-        raise ConfigError(
-            f"loss.tis={cfg.loss.tis} weights pi_old(recomputed) / pi_engine, which is 1 by construction with "
-            "optim.old_logprobs=behaviour: use optim.old_logprobs=recompute (or auto)"
-        )

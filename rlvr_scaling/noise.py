@@ -30,80 +30,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
 from .distributed import local_tensor
 from .errors import ConfigError
+from .noise_config import HVP_KINDS, NOISE_MODES, NoiseParams  # noqa: F401 (the schema, also importable here)
 from .per_sample import PerSampleGradients, noise_from_norms
-
-NOISE_MODES = ("auto", "on", "off")
-HVP_KINDS = ("auto", "double_backward", "finite_difference")
-
-
-@dataclass
-class NoiseParams:
-    """The gradient-noise instruments (config group ``noise``).
-
-    Read from ``cfg.noise`` when the config has that node, else these defaults apply.
-    """
-
-    # on | off | auto (on up to max_parameters model parameters). Off by default: one exact pass costs
-    # ~+64 % of a cycle on the embedded model (~8 % at every 8th rollout); the minibatch estimator
-    # (noise/grad_norm_sq, trace_cov, snr, b_noise) is always on at ~3 %.
-    per_sample: str = "off"
-    max_parameters: int = 2_000_000  # auto: on for models up to this size (the embedded default)
-    every_rollouts: int = 8  # run on every n-th rollout (1 when lr.source=per_sample)
-    # noise/grad_norm_sq, trace_cov(_within, _between), snr, b_noise from gradients at theta_old
-    # (curvature.py); off: those keys are not logged (the multistep_* estimates still are)
-    at_theta_old: bool = True
-    prompts_at_theta_old: int = 0  # prompts in its subsample (0: B / (K G), one minibatch's worth, >= 2)
-    # the cadences: on every n-th rollout (noise also whenever curvature runs; curvature 0 = off), or
-    # null = from `budget` (curvature.InstrumentBudget); curvature needs at_theta_old
-    at_theta_old_every_rollouts: int | None = None
-    curvature_every_rollouts: int | None = None
-    # the fraction of the run's wall time that the cadences left null may spend (shared equally): a
-    # measurement runs when the instrument's seconds so far plus its expected cost stay within its share
-    budget: float = 0.03
-    hvp: str = "auto"  # double_backward | finite_difference | auto (double backward in one fp32 process)
-    hvp_eps: float = (
-        1e-4  # finite-difference step h = hvp_eps * |theta| / |v| (above the weights' dtype resolution)
-    )
-    power_iterations: int = 3  # top-eigenvalue power iterations per measurement (0: not measured)
-
-    def validate(self, prefix: str = "noise") -> None:
-        if self.per_sample not in NOISE_MODES:
-            raise ConfigError(
-                f"{prefix}.per_sample must be one of {', '.join(NOISE_MODES)} (got {self.per_sample!r})"
-            )
-        if self.every_rollouts < 1:
-            raise ConfigError(f"{prefix}.every_rollouts must be >= 1 (got {self.every_rollouts})")
-        if self.prompts_at_theta_old != 0 and self.prompts_at_theta_old < 2:
-            raise ConfigError(
-                f"{prefix}.prompts_at_theta_old must be 0 (auto) or >= 2 (got {self.prompts_at_theta_old})"
-            )
-        if self.at_theta_old_every_rollouts is not None and self.at_theta_old_every_rollouts < 1:
-            raise ConfigError(
-                f"{prefix}.at_theta_old_every_rollouts must be >= 1 or null (got {self.at_theta_old_every_rollouts})"
-            )
-        if not 0 < self.budget < 1:
-            raise ConfigError(f"{prefix}.budget must be a fraction in (0, 1) (got {self.budget})")
-        if self.curvature_every_rollouts is not None and self.curvature_every_rollouts < 0:
-            raise ConfigError(
-                f"{prefix}.curvature_every_rollouts must be >= 0 (got {self.curvature_every_rollouts})"
-            )
-        if self.curvature_every_rollouts and not self.at_theta_old:
-            raise ConfigError(
-                f"{prefix}.curvature_every_rollouts needs {prefix}.at_theta_old=true (set it to 0 to turn "
-                "curvature off)"
-            )
-        if self.hvp not in HVP_KINDS:
-            raise ConfigError(f"{prefix}.hvp must be one of {', '.join(HVP_KINDS)} (got {self.hvp!r})")
-        if not self.hvp_eps > 0:
-            raise ConfigError(f"{prefix}.hvp_eps must be > 0 (got {self.hvp_eps})")
-        if self.power_iterations < 0:
-            raise ConfigError(f"{prefix}.power_iterations must be >= 0 (got {self.power_iterations})")
 
 
 class NoiseEstimator:
@@ -259,3 +192,50 @@ class PerSampleNoise:
             )
             out = noise_from_norms(res.norms_sq, res.sum_norm_sq, self.minibatch)
         return {f"per_sample_{k}": v for k, v in out.items()}
+
+
+# ---- B_noise for Adam: the noise scale of the preconditioned update (docs/theory.md) ---------------------
+
+
+def adam_preconditioner(optimizer: torch.optim.Optimizer, params) -> list[torch.Tensor] | None:
+    """``P = 1 / (sqrt(v_hat) + eps)`` per parameter from an Adam/AdamW optimizer's own state:
+    ``v_hat = exp_avg_sq / (1 - beta2^t)`` (torch's bias correction, ``t`` its ``step``), ``eps`` that of
+    the parameter's group. A parameter the optimizer does not train gets P = 0 (its update is 0). None
+    before the first step (no state yet) or when no parameter is the optimizer's (a sharded copy: the
+    state belongs to the shards)."""
+    groups = {id(p): g for g in optimizer.param_groups for p in g["params"]}
+    if not any(id(p) in groups for p in params):
+        return None
+    out = []
+    for p in params:
+        group = groups.get(id(p))
+        if group is None:
+            out.append(torch.zeros_like(local_tensor(p.detach()), dtype=torch.float32))
+            continue
+        state = optimizer.state.get(p)
+        if not state or "exp_avg_sq" not in state:
+            return None
+        t = float(state["step"])
+        beta2 = group["betas"][1]
+        v_hat = local_tensor(state["exp_avg_sq"].detach()).float() / (1.0 - beta2**t)
+        out.append(1.0 / (v_hat.sqrt() + group["eps"]))
+    return out
+
+
+def two_half_estimates(mean_a, mean_b, n_a: float, n_b: float, weight=None) -> dict:
+    """Unbiased ``G'XG`` and ``tr(X Sigma)`` per sample from the means of two independent halves of a
+    batch (``n_a`` and ``n_b`` i.i.d. samples; ``X = diag(weight)``, the identity when None), over the last
+    axis (leading axes are independent batches):
+
+        E[M_A' X M_B] = G'XG,       E[(M_A - M_B)' X (M_A - M_B)] = tr(X Sigma) (1/n_a + 1/n_b)
+
+    The cross product of the two half means is the unbiased signal: no sample meets itself, so no
+    noise term enters (unlike |mean|^2). With prompts as the unit (responses of a prompt correlated),
+    the halves are sets of whole prompts and ``Sigma`` is the covariance of one prompt's mean gradient;
+    :func:`rlvr_scaling.curvature.cell_estimates` splits it further into within and between prompts."""
+    w = 1.0 if weight is None else weight
+    diff = mean_a - mean_b
+    return {
+        "signal": (mean_a * w * mean_b).sum(-1),
+        "trace": (diff * w * diff).sum(-1) / (1.0 / n_a + 1.0 / n_b),
+    }

@@ -43,8 +43,17 @@ def config_dict(cfg: Config) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
+# keys that say how a run is read, never how it trains: a relaunch that differs only in them is the
+# same run (a study records the horizon it fixed on its later runs; docs/analysis.md, "The horizon")
+_READING_KEYS = (("eval", "horizon"),)
+
+
 def _science(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k not in BOOKKEEPING}
+    out = {k: v for k, v in d.items() if k not in BOOKKEEPING}
+    for section, key in _READING_KEYS:
+        if isinstance(out.get(section), dict) and key in out[section]:
+            out[section] = {k: v for k, v in out[section].items() if k != key}
+    return out
 
 
 def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:

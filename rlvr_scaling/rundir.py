@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md §6): atomic files, the metrics log, checkpoints.
+"""The run directory (docs/design.md §6): atomic files, the metrics log, checkpoints.
 
 One process owns a run directory at a time: :class:`RunDirLock` (``run.lock``, an advisory ``flock``
 held for the run's life). Every file is written under a temporary name and renamed, so a run killed at

@@ -79,11 +79,6 @@ class BehaviourPolicy:
             f"({where}; {self.staleness} snapshots queued)"
         )
 
-    @property
-    def behaviour_updates(self) -> int:
-        """How many updates the weights generating the next rollout have seen: max(0, r - s)."""
-        return self.updates - len(self.pending)
-
     def sync(self) -> None:
         """The sync phase after an update: the engine gets the weights for the next rollout."""
         if self.staleness == 0:

@@ -197,6 +197,10 @@ class Trainer:
         with self.flop_meter.paused():  # noise/ and curv/ at theta_old (instruments: not on the clock)
             at_old = self.theta_old.before_steps(batch.gen, advantages, r, batch.perf)
         estimates = {k.removeprefix("noise/"): v for k, v in at_old.items() if k.startswith("noise/")}
+        with self.flop_meter.paused():  # noise/adam_*, noise/all_* over all prompts (noise.adam_noise)
+            at_old.update(
+                self.theta_old.adam_noise(batch.gen, advantages, r, self.optim.optimizer, batch.perf)
+            )
         t = time.perf_counter()
         train = self.optim.run(  # K steps
             batch.gen, advantages, logps.old, logps.ref, plan, logps.is_weights, {**estimates, **per_sample}
@@ -320,7 +324,7 @@ class Trainer:
     def _evaluate_and_log(self, extra: dict[str, Any] | None = None) -> None:
         with self.behaviour.current_policy():  # validation measures the current weights
             row = {**self.evaluator.evaluate(self.clocks.responses), **(extra or {})}
-        self.clocks.eval_responses += row["eval/responses"]
+        self.clocks.eval_responses += self.evaluator.responses_of(row)
         acc = row["eval/accuracy"]
         if self._screen_now is not None:  # this point's screen: calibrates the screen against the full
             self.state.screen_offsets.append(acc - self._screen_now)

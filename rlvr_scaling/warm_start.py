@@ -2,20 +2,22 @@
 
 A randomly initialised model scores ~0 on arithmetic, which gives GRPO no signal. The warm start
 trains the embedded model with next-token cross-entropy on ``prompt -> answer<eos>`` pairs from the
-run's training pool, for ``warm_start.steps`` steps of ``examples_per_step`` examples (AdamW, linear
-decay to 0, gradient norm clipped at 1). A fraction ``deficit_frac`` of targets (drawn afresh per
+task's warm-start data (``Task.warm_start_example``: the training pool itself, except for tasks whose
+warm start must see other items, such as the atomic transforms of ``task=compose``), for
+``warm_start.steps`` steps of ``examples_per_step`` examples (AdamW, linear decay to 0, gradient norm
+clipped at 1). A fraction ``deficit_frac`` of targets (drawn afresh per
 example) is written in a wrong format (``#57``) that the verifier scores 0: the warm-started model can
 do the arithmetic but often answers in the wrong format, a deficit that RL can remove within a short
 run, much as RL on base models mostly fixes format and sharpens existing skill.
 
 **Same starting point on every CPU.** Floating-point results differ between CPU kernels (torch picks
 AVX-512 kernels where the CPU has them, AVX2 ones elsewhere), and 600 steps of SFT amplify rounding
-into a visibly different model. So the warm start of the default config (``model=embedded
-task=chain_sum``) ships inside the package (``rlvr_scaling/assets/``, built by
+into a visibly different model. So the warm starts of the default config (``model=embedded
+task=chain_sum``) and of ``task=compose`` ship inside the package (``rlvr_scaling/assets/``, built by
 ``scripts/build_embedded_asset.py`` with ``ATEN_CPU_CAPABILITY=avx2``, which every x86-64 CPU can
-reproduce). :func:`prepare_embedded` returns that directory (read-only, nothing copied or trained)
+reproduce). :func:`prepare_embedded` returns such a directory (read-only, nothing copied or trained)
 whenever the run's warm-start blob (:func:`warm_start_blob`: embedded architecture, warm-start recipe,
-task parameters, format version) equals the shipped one, whatever the torch version. Any other config
+task parameters, format version) equals a shipped one, whatever the torch version. Any other config
 is trained on first use and cached under ``<cache_dir>/embedded/<key>``, the key including the torch
 version; concurrent jobs of a sweep that need the same warm start wait on a file lock instead of
 training it twice. Such a model depends on the CPU it was trained on (see above).
@@ -40,7 +42,9 @@ from .models import build_embedded_model, build_tokenizer, encode_prompt, save_h
 # Bump when the warm-start recipe's numerics change (data order, loss, optimizer, model init): it
 # invalidates the cache and the shipped asset (rebuild it with scripts/build_embedded_asset.py).
 FORMAT_VERSION = 2
-SHIPPED_DIR = Path(__file__).resolve().parent / "assets" / "embedded_chain_sum"
+SHIPPED_ROOT = Path(__file__).resolve().parent / "assets"
+SHIPPED_DIR = SHIPPED_ROOT / "embedded_chain_sum"  # model=embedded task=chain_sum (the default)
+SHIPPED_COMPOSE_DIR = SHIPPED_ROOT / "embedded_compose"  # task=compose (model=embedded_compose)
 # Losses of the first steps, recorded in warm_start.json so a test can check that the recipe still
 # produces the shipped model (the first steps agree across CPUs to float rounding; later ones drift).
 HEAD_STEPS = 10
@@ -99,19 +103,29 @@ def file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def shipped_dirs() -> list[Path]:
+    """The shipped warm starts installed with the package (``assets/embedded_*``), sorted."""
+    return sorted(p for p in SHIPPED_ROOT.glob("embedded_*") if p.is_dir())
+
+
 def prepare_embedded(
-    model_cfg, task, task_params, cache_dir: Path, log=print, shipped_dir: Path = SHIPPED_DIR
+    model_cfg, task, task_params, cache_dir: Path, log=print, shipped_dir: Path | None = None
 ) -> Path:
-    """Return the directory of the warm-started embedded model: the shipped one when the config is
-    the one it was built from, else the cached one, trained first if needed. Says which in the log."""
+    """Return the directory of the warm-started embedded model: a shipped one when the config is the
+    one it was built from, else the cached one, trained first if needed. Says which in the log.
+    ``shipped_dir`` restricts the shipped candidates to that one directory (default: all of
+    :func:`shipped_dirs`)."""
     blob = warm_start_blob(model_cfg, task_params)
-    shipped = shipped_blob(shipped_dir)
-    if shipped is not None and shipped == blob:
-        log(f"[warm start] shipped warm start {shipped_dir} (the config it was built from; no training)")
-        return shipped_dir
-    why = "no shipped warm start installed" if shipped is None else "config differs from the shipped one: "
-    if shipped is not None:
-        diffs = blob_diff(shipped, blob)
+    candidates = [shipped_dir] if shipped_dir is not None else shipped_dirs()
+    installed = {d: b for d in candidates if (b := shipped_blob(d)) is not None}
+    for d, shipped in installed.items():
+        if shipped == blob:
+            log(f"[warm start] shipped warm start {d} (the config it was built from; no training)")
+            return d
+    why = "no shipped warm start installed"
+    if installed:  # name the differences from the nearest shipped config
+        diffs = min((blob_diff(b, blob) for b in installed.values()), key=len)
+        why = "config differs from the shipped one: "
         why += "; ".join(diffs[:3]) + (f"; ... ({len(diffs)} keys)" if len(diffs) > 3 else "")
     key = cache_key(model_cfg, task_params)
     out = Path(cache_dir).expanduser() / "embedded" / key
@@ -165,7 +179,7 @@ def supervised_warm_start(
         wrong = (torch.rand(cfg.examples_per_step, generator=gen) < cfg.deficit_frac).tolist()
         seqs, starts = [], []
         for i, w in zip(idx, wrong):
-            ex = task.train_example(i)
+            ex = task.warm_start_example(i)
             target = task.sft_completion(ex)
             if w:
                 target = cfg.deficit_prefix + target
@@ -204,9 +218,12 @@ def supervised_warm_start(
     }
 
 
-def greedy_accuracy(model_dir: Path | str, task, max_new_tokens: int, prompt_format: str = "plain") -> float:
-    """Greedy pass@1 of the model in ``model_dir`` on ``task``'s validation set: the trainer's step-0
-    ``eval/accuracy`` with ``eval.samples=0`` on the HF engine (fp32, CPU), recomputed outside a run."""
+def greedy_accuracy(
+    model_dir: Path | str, task, max_new_tokens: int, prompt_format: str = "plain", examples=None
+) -> float:
+    """Greedy pass@1 of the model in ``model_dir`` on ``task``'s validation set (or on ``examples``):
+    the trainer's step-0 ``eval/accuracy`` with ``eval.samples=0`` on the HF engine (fp32, CPU),
+    recomputed outside a run."""
     from .engines.base import SampleKeys, SamplingParams
     from .engines.hf import ENGINES
     from .models import load_hf
@@ -215,7 +232,7 @@ def greedy_accuracy(model_dir: Path | str, task, max_new_tokens: int, prompt_for
     model, tokenizer = load_hf(str(model_dir), "float32", device)
     model.eval()
     engine = ENGINES.get("hf")(model, tokenizer, device, None, prompt_format)
-    val = task.validation()
+    val = task.validation() if examples is None else list(examples)
     gen = engine.generate(
         [e.prompt for e in val],
         [1] * len(val),

@@ -1,4 +1,4 @@
-"""The README's alpha(eta_ref) figure from an ``rlvr-analyze`` output folder of the reference study.
+"""The alpha(eta_ref) figure of docs/study.md from an ``rlvr-analyze`` output folder of the reference study.
 
     python scripts/alpha_eta_figure.py results/study docs/figures/alpha_vs_eta_ref.png
 

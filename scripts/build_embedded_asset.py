@@ -1,13 +1,16 @@
 #!/usr/bin/env python
-"""Build the warm start of the embedded default that ships in the package (rlvr_scaling/assets/).
+"""Build the warm starts of the embedded model that ship in the package (rlvr_scaling/assets/).
 
     python scripts/build_embedded_asset.py                   # rebuild the shipped asset (AVX2 kernels, 1 thread)
+    python scripts/build_embedded_asset.py --asset compose   # the one of task=compose
     python scripts/build_embedded_asset.py --out /tmp/a      # build elsewhere, e.g. to compare bytes
     python scripts/build_embedded_asset.py --capability native --threads 2 --out /tmp/b
 
-The config comes from the same place as ``rlvr-train``'s: Hydra composes ``conf/`` (the root
-``config.yaml`` with its default groups, ``model=embedded task=chain_sum``) against the dataclass
-schemas, and the warm start is trained with exactly the code a run uses when no shipped asset matches
+Two assets ship: ``chain_sum`` (the default composition, ``model=embedded task=chain_sum``, in
+``assets/embedded_chain_sum``) and ``compose`` (``task=compose``, which selects
+``model=embedded_compose``, in ``assets/embedded_compose``). The config comes from the same place as
+``rlvr-train``'s: Hydra composes ``conf/`` (the root ``config.yaml`` with its default groups, plus the
+asset's own overrides) against the dataclass schemas, and the warm start is trained with exactly the code a run uses when no shipped asset matches
 (:func:`rlvr_scaling.warm_start.build_warm_start`). So changing the recipe means changing ``conf/`` or
 the dataclass defaults, then re-running this script (a test fails until the shipped blob equals the
 default composition again). Extra arguments are Hydra overrides, for experiments only: an asset
@@ -30,10 +33,13 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# asset -> (the Hydra overrides that compose its config, its directory under rlvr_scaling/assets/)
+ASSETS = {"chain_sum": ([], "embedded_chain_sum"), "compose": (["task=compose"], "embedded_compose")}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--asset", choices=sorted(ASSETS), default="chain_sum", help="which shipped warm start")
     ap.add_argument("--out", type=Path, default=None, help="output directory (default: the shipped asset)")
     ap.add_argument(
         "--capability",
@@ -70,14 +76,16 @@ def main(argv=None) -> int:
     import transformers
 
     from rlvr_scaling.tasks import build_task
-    from rlvr_scaling.warm_start import SHIPPED_DIR, build_warm_start, greedy_accuracy
+    from rlvr_scaling.warm_start import SHIPPED_ROOT, build_warm_start, greedy_accuracy
 
-    cfg = compose_config(args.overrides)
+    asset_overrides, asset_dir = ASSETS[args.asset]
+    overrides = [*asset_overrides, *args.overrides]
+    cfg = compose_config(overrides)
     if cfg.model.path != "embedded":
         sys.exit(f"build_embedded_asset: model.path is {cfg.model.path!r}, not the embedded model")
     torch.set_num_threads(args.threads)
     capability = torch.backends.cpu.get_cpu_capability()
-    out = (args.out or SHIPPED_DIR).resolve()
+    out = (args.out or SHIPPED_ROOT / asset_dir).resolve()
     print(
         f"[asset] torch {torch.__version__}, CPU capability {capability}, {args.threads} thread(s) -> {out}"
     )
@@ -88,7 +96,7 @@ def main(argv=None) -> int:
         "cpu_capability": capability,
         "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
         "threads": args.threads,
-        "overrides": list(args.overrides),
+        "overrides": overrides,
     }
     task = build_task(cfg.task)
     try:
@@ -97,6 +105,10 @@ def main(argv=None) -> int:
         max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
         report["greedy_accuracy"] = greedy_accuracy(out, task, max_new, cfg.model.prompt_format)
         report["greedy_accuracy_max_new_tokens"] = max_new
+        for name, examples in task.extra_validation().items():  # task=compose: depth 3
+            report[f"greedy_accuracy_{name}"] = greedy_accuracy(
+                out, task, max_new, cfg.model.prompt_format, examples=examples
+            )
         (out / "warm_start.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     finally:
         task.close()

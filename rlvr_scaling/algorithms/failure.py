@@ -1,4 +1,4 @@
-"""Failure detectors: failure is an event, not a crash (DESIGN.md §3; choices in docs/failure.md).
+"""Failure detectors: failure is an event, not a crash (docs/design.md §3; choices in docs/failure.md).
 
 Each detector watches the metric rows the trainer produces (training rows after every rollout,
 evaluation rows after every evaluation; every row carries the clocks). The first detector that fires

@@ -18,15 +18,15 @@ import contextlib
 import copy
 import hashlib
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from rlvr_scaling_base import REPO_ROOT
+
 if TYPE_CHECKING:
     from rlvr_scaling.config import Config
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
 VERSION_BASE = "1.3"
 

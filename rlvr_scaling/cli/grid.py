@@ -7,7 +7,7 @@ Takes the same arguments as ``rlvr-train -m``: the sweep file's ``hydra.sweeper.
 comma-separated overrides on the command line. For every job it composes and validates the config
 (Hydra composes once per set of config-group choices; each job's value overrides are applied to that
 tree with Hydra's own functions: :class:`JobComposer`; 1,000 jobs in ~11 s, benchmarks/grid_listing.py)
-and prints the derived numbers (B, P, G, K, eta(B), response budget), the run directory with its current
+and prints the task and the derived numbers (B, P, G, K, eta(B), response budget), the run directory with its current
 state (new / running / preempted / completed / failed; ended runs are skipped on re-launch) and a rough
 cost: budget responses x (prompt + max new tokens) x 8 x parameters (forward + backward FLOPs of the
 policy passes), converted to time with ``--flops-per-second`` (default: what the embedded model reaches
@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "run_dir": str(run_dir),
                 "state": state,
+                "task": typed.task.name,
                 "B": d.responses_per_rollout,
                 "P": d.prompts_per_rollout,
                 "G": d.group_size,
@@ -338,12 +339,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{len(rows)} runs")
     print(
-        f"{'state':<10} {'B':>6} {'P':>5} {'G':>3} {'K':>3} {'eta(B)':>10} {'budget':>8} {'~min':>6}  run directory"
+        f"{'state':<10} {'task':<10} {'B':>6} {'P':>5} {'G':>3} {'K':>3} {'eta(B)':>10} {'budget':>8} {'~min':>6}  run directory"
     )
     for r in rows:
         est = f"{r['est_minutes']:.1f}" if r["est_minutes"] is not None else "?"
         print(
-            f"{r['state']:<10} {r['B']:>6} {r['P']:>5} {r['G']:>3} {r['K']:>3} {r['lr']:>10.3g} {r['budget']:>8} {est:>6}  {r['run_dir']}"
+            f"{r['state']:<10} {r['task']:<10} {r['B']:>6} {r['P']:>5} {r['G']:>3} {r['K']:>3} {r['lr']:>10.3g} {r['budget']:>8} {est:>6}  {r['run_dir']}"
         )
     todo = [r for r in rows if r["state"] not in ("completed", "failed")]
     known = [r["est_minutes"] for r in todo if r["est_minutes"] is not None]

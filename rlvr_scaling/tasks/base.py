@@ -55,6 +55,17 @@ class Task(abc.ABC):
     def score(self, completions: Sequence[str], examples: Sequence[Example]) -> list[float | None]:
         """Rewards in [0, 1], ``None`` where unscorable. Never raises because of a completion."""
 
+    def warm_start_example(self, index: int) -> Example:
+        """Item ``index`` of the supervised warm start's data (drawn from ``0 .. num_train() - 1``):
+        by default the training pool itself; a task whose warm start must see other data (atomic
+        skills only, say) overrides it."""
+        return self.train_example(index)
+
+    def extra_validation(self) -> dict[str, list[Example]]:
+        """Further fixed held-out sets, evaluated beside :meth:`validation` and logged as
+        ``eval/<name>_accuracy``; none by default."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Stop worker processes, if any. Idempotent."""
 

@@ -40,7 +40,7 @@ from typing import Any, Optional
 
 from .answers import ANSWER_FORMATS, MAX_ANSWER_CHARS, extract_final_answer, extract_gold
 from .base import Example, Task, check, register_task
-from .pool import VerifierPool
+from .pool import PooledVerifier, VerifierPool
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ class _Row:
 
 
 @register_task("math_file")
-class MathFileTask(Task):
+class MathFileTask(PooledVerifier, Task):
     Params = MathFileTaskParams
 
     def __init__(self, params: MathFileTaskParams):
@@ -273,7 +273,6 @@ class MathFileTask(Task):
         self._train = [train_rows[i] for i in order]
         self._val_rows = val_rows
         self._val = [Example(r.prompt, r.gold, f"val:{j}") for j, r in enumerate(val_rows)]
-        self._pool: VerifierPool | None = None
 
     def _load(
         self, path: str, label: str, question_key: str | None = None, answer_key: str | None = None
@@ -354,22 +353,15 @@ class MathFileTask(Task):
             log.exception("task %s: scoring failed", self.name)
         return rewards
 
-    def verifier_pool(self) -> VerifierPool:
-        if self._pool is None:
-            from .verifiers import init_math_verify, math_verify_reward
+    def _new_verifier_pool(self) -> VerifierPool:
+        from .verifiers import init_math_verify, math_verify_reward
 
-            self._pool = VerifierPool(
-                math_verify_reward,
-                num_workers=self.params.num_workers,
-                timeout_s=self.params.timeout_s,
-                initializer=init_math_verify,
-            )
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        return VerifierPool(
+            math_verify_reward,
+            num_workers=self.params.num_workers,
+            timeout_s=self.params.timeout_s,
+            initializer=init_math_verify,
+        )
 
     def info(self) -> dict[str, Any]:
         p = self.params

@@ -131,6 +131,28 @@ class PoolStats:
     last_map_items_per_s: float = 0.0
 
 
+class PooledVerifier:
+    """What a task that scores in a :class:`VerifierPool` shares: the pool is built on first use (the
+    verifier's imports and its workers cost nothing to a task that never scores through it) and closed
+    with the task. The task says how to build it in :meth:`_new_verifier_pool`."""
+
+    _pool: VerifierPool | None = None
+
+    def _new_verifier_pool(self) -> VerifierPool:
+        raise NotImplementedError
+
+    def verifier_pool(self) -> VerifierPool:
+        if self._pool is None:
+            self._pool = self._new_verifier_pool()
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the verifier's worker processes, if any. Idempotent."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
 class VerifierPool:
     """Run ``fn(payload) -> float | None`` over payloads in worker processes, with a time limit.
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from .base import Example, Task, check, register_task
 from .exact import exact_number_reward, parse_strict_number
-from .pool import VerifierPool
+from .pool import PooledVerifier, VerifierPool
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class ReasoningGymTaskParams:
 
 
 @register_task("reasoning_gym")
-class ReasoningGymTask(Task):
+class ReasoningGymTask(PooledVerifier, Task):
     Params = ReasoningGymTaskParams
 
     def __init__(self, params: ReasoningGymTaskParams):
@@ -153,7 +153,6 @@ class ReasoningGymTask(Task):
         self._streams: dict[int, Any] = {0: self._create(seed=params.seed, size=params.train_size)}
         self._train_item = functools.lru_cache(maxsize=_CACHE_ITEMS)(self._make_train_item)
         self._val, self._val_entries = self._make_validation()
-        self._pool: VerifierPool | None = None
         if params.verifier == "exact":
             for ex in self._val:
                 check(
@@ -287,28 +286,21 @@ class ReasoningGymTask(Task):
             except Exception:
                 log.exception("task %s: could not prepare item %d for scoring", self.name, i)
         if payloads:
-            for i, reward in zip(where, self._verifier_pool().map(payloads)):
+            for i, reward in zip(where, self.verifier_pool().map(payloads)):
                 rewards[i] = reward
         return rewards
 
-    def _verifier_pool(self) -> VerifierPool:
-        if self._pool is None:
-            from .verifiers import init_reasoning_gym, reasoning_gym_reward
+    def _new_verifier_pool(self) -> VerifierPool:
+        from .verifiers import init_reasoning_gym, reasoning_gym_reward
 
-            kwargs = dict(self.params.dataset_config, seed=self.params.seed, size=self.params.train_size)
-            self._pool = VerifierPool(
-                reasoning_gym_reward,
-                num_workers=self.params.num_workers,
-                timeout_s=self.params.timeout_s,
-                initializer=init_reasoning_gym,
-                initargs=(self.params.dataset, kwargs),
-            )
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        kwargs = dict(self.params.dataset_config, seed=self.params.seed, size=self.params.train_size)
+        return VerifierPool(
+            reasoning_gym_reward,
+            num_workers=self.params.num_workers,
+            timeout_s=self.params.timeout_s,
+            initializer=init_reasoning_gym,
+            initargs=(self.params.dataset, kwargs),
+        )
 
     def info(self) -> dict[str, Any]:
         p = self.params

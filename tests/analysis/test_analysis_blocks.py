@@ -39,13 +39,24 @@ def test_cluster_weights_move_a_seed_as_a_whole_and_pair_conditions():
     order_a = np.lexsort((a["B"].to_numpy(), seeds))
     order_b = np.lexsort((b["B"].to_numpy(), b["seed"].to_numpy()))
     assert np.array_equal(Wa[:, order_a], Wb[:, order_b])
-    # too few seeds, or a seed missing a size: the within-size bootstrap with a note
+    # too few seeds, or a size held by one seed: the within-size bootstrap with a note
     few = build_tables(records(_runs(seeds=MIN_SEEDS - 1))).runs
     W, mode, clusters, note = resample_weights(few, 50, 0, "seeds", "x")
     assert mode == "runs" and clusters is None and f"< {MIN_SEEDS}" in note
-    gap = a[~((a["seed"] == 2) & (a["B"] == 64))]
-    assert resample_weights(gap, 50, 0, "seeds", "x")[1] == "runs"
+    thin = a[~((a["B"] == 64) & (a["seed"] != 2))]
+    assert resample_weights(thin, 50, 0, "seeds", "x")[1] == "runs"
     assert resample_weights(a, 50, 0, "runs", "x")[1] == "runs"
+    # a seed missing a size (unequal seed sets): still blocks, each seed bringing the runs it holds
+    gap = a[~((a["seed"] == 2) & (a["B"] == 64))]
+    W, mode, clusters, note = resample_weights(gap, 200, 0, "seeds", "x")
+    assert mode == "seeds" and clusters == 5 and "unequal" in note
+    gseeds = gap["seed"].to_numpy()
+    for s in np.unique(gseeds):
+        cols = W[:, gseeds == s]
+        assert (cols == cols[:, :1]).all()
+    held = np.array([(gseeds == s).sum() for s in np.unique(gseeds)])  # runs each seed holds
+    draws = np.stack([W[:, gseeds == s][:, 0] for s in np.unique(gseeds)], 1)  # [n_boot, seeds]
+    assert (draws.sum(1) == 5).all() and np.array_equal(draws @ held, W.sum(1))
 
 
 def test_cluster_inflation_is_the_t_pivot_of_a_mean_over_seeds():

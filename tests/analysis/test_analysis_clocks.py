@@ -171,11 +171,11 @@ def test_conditions_group_everything_but_size_seed_and_bookkeeping(tmp_path: Pat
 def test_key_that_changes_with_size_is_pointed_out(tmp_path: Path):
     for size in (32, 64):
         runs = simulate(
-            SyntheticSpec(sizes=(size,), seeds=2, seed=size, overrides=(("train.max_responses", 100 * size),))
+            SyntheticSpec(sizes=(size,), seeds=2, seed=size, overrides=(("eval.samples", size // 8),))
         )
         from analysis.synthetic import write_run_dirs
 
         write_run_dirs(runs, tmp_path)
     tables = _table(tmp_path)
     assert tables.runs["condition"].nunique() == 2
-    assert any("train.max_responses" in m for m in tables.messages)
+    assert any("eval.samples" in m for m in tables.messages)

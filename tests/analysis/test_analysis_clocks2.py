@@ -54,9 +54,12 @@ def test_interval_bounds_and_left_censoring(tmp_path):
     _run(tmp_path, "a", [0.1, 0.2, 0.35, 0.6])  # evaluations at 0, 512, 1024, 1536
     _run(tmp_path, "b", [0.1, 0.4, 0.45, 0.55])  # 0.3 at the first evaluation after step 0: (0, 512]
     runs = build_tables(load_source(str(tmp_path)).runs).runs.set_index("run")
-    assert runs.loc["a", "target:0.3"] == 1024 and runs.loc["a", "target:0.3:lower"] == 512
-    assert runs.loc["a", "target:0.5"] == 1536 and runs.loc["a", "target:0.5:lower"] == 1024
-    assert runs.loc["b", "target:0.3"] == 512 and runs.loc["b", "target:0.3:lower"] == 0
+    # whole rollouts (B = 64): the crossing came with a rollout after the evaluation below it
+    assert runs.loc["a", "target:0.3"] == 1024 and runs.loc["a", "target:0.3:lower"] == 512 + B
+    assert runs.loc["a", "target:0.5"] == 1536 and runs.loc["a", "target:0.5:lower"] == 1024 + B
+    assert runs.loc["b", "target:0.3"] == 512 and runs.loc["b", "target:0.3:lower"] == B  # R >= B
+    loose = build_tables(load_source(str(tmp_path)).runs, ClockOptions(discrete=False)).runs.set_index("run")
+    assert loose.loc["a", "target:0.3:lower"] == 512 and loose.loc["b", "target:0.3:lower"] == 0
     exact = build_tables(load_source(str(tmp_path)).runs, ClockOptions(crossing="exact")).runs
     assert exact["target:0.3:lower"].isna().all()
 

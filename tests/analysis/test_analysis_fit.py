@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from analysis.fit import difference_interval, fit_power_law, kaplan_meier, tobit_mle
+from analysis.fit import difference_interval, fit_power_law, interval_mle, kaplan_meier
 from analysis.synthetic import SyntheticSpec, simulate
 
 
@@ -16,6 +16,18 @@ def _censored_sample(rng, alpha=0.3, sigma=0.3, seeds=4, cap=None):
     cap = 1000 * 128**alpha if cap is None else cap
     censored = values > cap
     return sizes, np.minimum(values, cap), censored
+
+
+def tobit_mle(x, y, censored, weights=None, want_cov=False):
+    """The right-censored case of :func:`interval_mle` for ``y = b0 + b1 x + sigma eps``: ``(b0, b1,
+    sigma, ok, cov, theta, y_scale)`` over replicates (``x`` centred, as the power-law fit does)."""
+    x, y, censored = np.asarray(x, float), np.asarray(y, float), np.asarray(censored, bool)
+    xm = x.mean()
+    design = np.column_stack([np.ones_like(x), x - xm])
+    res = interval_mle(design, y, np.where(censored, np.inf, y), weights, want_cov=want_cov)
+    b1 = res["beta"][:, 1]
+    b0 = res["beta"][:, 0] - b1 * xm
+    return b0, b1, res["sigma"], res["ok"], res["cov"], res["theta"], res["y_scale"]
 
 
 def _reference_nll(params, x, y, c):

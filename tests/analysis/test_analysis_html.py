@@ -4,41 +4,14 @@ provenance, parsed back with html5lib (strict: a parse error fails the test)."""
 from __future__ import annotations
 
 import base64
-import json
 import re
 from pathlib import Path
 
 import html5lib
-import pytest
 
-from analysis.cli import main
 from analysis.html_report import markdown_to_html
-from analysis.synthetic import SyntheticSpec, write_sweep
 
 NS = "{http://www.w3.org/1999/xhtml}"
-
-
-@pytest.fixture(scope="module")
-def analysed(tmp_path_factory) -> tuple[Path, Path]:
-    """Two conditions (so the cross-condition figures and comparisons exist), one run with a git
-    revision in its status.json, analysed by rlvr-analyze."""
-    root = tmp_path_factory.mktemp("html")
-    common = {"sizes": (32, 64, 128), "seeds": 2, "budget": 40000, "failure_prefactor": 30000.0}
-    write_sweep(
-        root / "sweep",
-        [
-            SyntheticSpec(alpha=0.15, seed=31, overrides=(("lr.ref_lr", 1e-6),), **common),
-            SyntheticSpec(alpha=0.44, seed=32, overrides=(("lr.ref_lr", 1e-5),), **common),
-        ],
-    )
-    status_path = next((root / "sweep").glob("*/status.json"))
-    status = json.loads(status_path.read_text())
-    status["git"] = "0123456789abcdef0123456789abcdef01234567"
-    status_path.write_text(json.dumps(status))
-    out = root / "out"
-    argv = [str(root / "sweep"), "--out", str(out), "--bootstrap", "60", "--sigmoid-bootstrap", "0"]
-    assert main([*argv, "--formats", "png", "--dpi", "60", "--jobs", "1", "--quiet"]) == 0
-    return root, out
 
 
 def _parse(path: Path):

@@ -1,4 +1,4 @@
-"""``rlvr-plan`` (analysis/plan.py, analysis/plan_cli.py): the evaluation grid, the expected information, the allocation, and
+"""``rlvr-plan`` (rlvr_study/plan.py, rlvr_study/plan_cli.py): the evaluation grid, the expected information, the allocation, and
 the check that sweeps drawn at a planned design give the planned interval width with the real fit."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.plan import (
+from analysis.synthetic import SyntheticSpec, records, write_sweep
+from rlvr_study.plan import (
     Schedule,
     Truth,
     alpha_variance,
@@ -19,8 +20,7 @@ from analysis.plan import (
     simulate_widths,
     size_information,
 )
-from analysis.plan_cli import main
-from analysis.synthetic import SyntheticSpec, records, write_sweep
+from rlvr_study.plan_cli import main
 
 
 @pytest.mark.parametrize("schedule", ["linear", "geometric"])
@@ -226,7 +226,7 @@ def test_planning_for_the_best_b(tmp_path, capsys):
 def test_a_condition_whose_runs_mostly_never_cross_does_not_inflate_the_pooled_sigma(tmp_path):
     # condition a: sigma 0.2, every run crosses; condition b: sigma 1.5 and a budget that censors most of
     # its runs. The pooled sigma is a's own (pooled without b), not a mixture with b's
-    from analysis.plan import pilot_conditions
+    from rlvr_study.plan import pilot_conditions
 
     common = dict(sizes=(32, 64, 128, 256), seeds=4, gamma=None, targets=(0.3,), b_noise=None)
     write_sweep(

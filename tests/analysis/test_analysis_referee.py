@@ -82,7 +82,8 @@ def _quantised(sigma=0.05, seed=1):
         eval_every=4096,
         seed=seed,
     )
-    return build_tables(records(spec)).runs
+    # the generator's crossing time is continuous: read with the continuous brackets it was drawn with
+    return build_tables(records(spec), ClockOptions(discrete=False)).runs
 
 
 def test_quantised_crossings_do_not_give_a_zero_width_interval():
@@ -143,7 +144,20 @@ def test_cli_warns_about_a_degenerate_interval(tmp_path: Path, capsys):
     )  # fmt: skip
     write_sweep(tmp_path / "s", spec)
     out = tmp_path / "out"
-    assert analyze([str(tmp_path / "s"), "--out", str(out), "--no-plots", "--no-sigmoid", "--quiet"]) == 0
+    assert (
+        analyze(
+            [
+                str(tmp_path / "s"),
+                "--out",
+                str(out),
+                "--no-plots",
+                "--no-sigmoid",
+                "--quiet",
+                "--continuous-brackets",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "bootstrap degenerate" in err or "σ collapsed" in err
     report = (out / "report.md").read_text()
@@ -160,7 +174,7 @@ def test_isotonic_crossing_is_not_hidden_by_a_later_collapse():
     run = build_tables([rec], ClockOptions(crossing="isotonic")).runs.iloc[0]
     # before: the decline was pooled into the peak (smoothed max 0.36): 0.5 "not reached"
     assert not run["target:0.5:censored"] and run["target:0.5"] == 3 * 512
-    assert run["target:0.5:lower"] == 2 * 512
+    assert run["target:0.5:lower"] == 2 * 512 + 64  # the first rollout (B = 64) after the evaluation below
 
 
 def test_isotonic_smoothing_stops_at_the_failure_onset():
@@ -182,26 +196,35 @@ def test_failure_onset_is_an_interval_from_the_detector_window():
     rec = _record([0.05, 0.2, 0.3], state="failed", failure=failure, train=[(2048, 0.0), (3072, 0.0)])
     run = build_tables([rec]).runs.iloc[0]
     assert run["failure"] == 2048 and not run["failure:censored"]
-    assert run["failure:lower"] == 2048 - 64 - 256  # onset - B - the detector's window
-    # the trainer's own bound wins when it wrote one
+    # onset - B - the detector's window: the condition began after 1,728, i.e. with rollout 28 (B = 64)
+    assert run["failure:lower"] == 64 * 28
+    loose = build_tables([rec], ClockOptions(discrete=False)).runs.iloc[0]
+    assert loose["failure:lower"] == 2048 - 64 - 256
+    # the trainer's own bound wins when it wrote one (then in whole rollouts: 1,900 -> rollout 30)
     rec.status["failure"]["onset_lower_responses"] = 1900
-    assert build_tables([rec]).runs.iloc[0]["failure:lower"] == 1900
-    # a failure in the first rollouts is left-censored and flagged
+    assert build_tables([rec]).runs.iloc[0]["failure:lower"] == 64 * 30
+    # a failure in the first rollout: exactly R_F = B (nothing fails before the first update), flagged
     first = {"detector": "reward_collapse", "responses": 64, "onset_responses": 64, "rollout": 1}
     early = _record([0.05], state="failed", failure=first, train=[(64, 0.0)])
     row = build_tables([early]).runs.iloc[0]
-    assert row["failure:lower"] == 0 and row["failure:resolution_limited"]
+    assert row["failure:lower"] == row["failure"] == 64 and row["failure:resolution_limited"]
+    assert build_tables([early], ClockOptions(discrete=False)).runs.iloc[0]["failure:lower"] == 0
 
 
 def test_gamma_is_not_pulled_towards_one_by_first_rollout_failures():
     # true gamma 0 with failures around 200 responses: at B >= 256 every run fails in its first rollout
     # (onset = B). Fitted as exact times the onsets rise with B (over 60 draws: mean gamma +0.29, coverage
-    # 0 %); as intervals they do not (mean +0.0005, coverage 97 %; docs/analysis.md)
+    # 0 %); as intervals of the continuous latent time they do not (mean +0.0005, coverage 97 %;
+    # docs/analysis.md). In whole rollouts such a failure is exactly R_F = B: the first-update outcome
+    # that analysis/hazard.py reports apart from gamma.
     spec = SyntheticSpec(
         sizes=(32, 64, 128, 256, 512), seeds=4, alpha=0.3, gamma=0.0, failure_prefactor=200.0,
         failure_sigma=0.3, targets=(0.3,), budget=4096, seed=5,
     )  # fmt: skip
-    runs = build_tables(records(spec)).runs
+    discrete = build_tables(records(spec)).runs
+    big = discrete[discrete["B"] >= 256]
+    assert (big["failure"] == big["B"]).all() and (big["failure:lower"] == big["B"]).all()
+    runs = build_tables(records(spec), ClockOptions(discrete=False)).runs
     fit = fit_power_law(
         runs["B"], runs["failure"], runs["failure:censored"], lower=runs["failure:lower"], n_boot=300, rng=0
     )
@@ -223,6 +246,9 @@ def test_incomplete_runs_are_censored_in_fits_by_default_and_counted(tmp_path: P
     status = json.loads((run_dir / "status.json").read_text())
     status["state"] = "preempted"
     (run_dir / "status.json").write_text(json.dumps(status))
+    # preempted half-way (a run observed past its horizon would count as complete)
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines[: len(lines) // 2]) + "\n")
     out = tmp_path / "out"
     assert analyze([str(tmp_path / "s"), "--out", str(out), "--no-plots", "--no-sigmoid", "--quiet"]) == 0
     exp = pd.read_csv(out / "exponents.csv")

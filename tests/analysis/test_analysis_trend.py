@@ -63,7 +63,7 @@ def test_rlvr_analyze_writes_the_trend_of_alpha_along_eta_ref(tmp_path):
     write_sweep(tmp_path / "sweep", specs)
     out = tmp_path / "out"
     assert (
-        analyze([str(tmp_path / "sweep"), "--out", str(out), "--bootstrap", "200", "--no-plots", "--quiet"])
+        analyze([str(tmp_path / "sweep"), "--out", str(out), "--bootstrap", "2000", "--no-plots", "--quiet"])
         == 0
     )
     trend = pd.read_csv(out / "trend.csv")

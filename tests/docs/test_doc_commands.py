@@ -523,6 +523,50 @@ def test_documented_analyze_flags_parse():
             pytest.fail(f"{cmd}: rlvr-analyze rejects these arguments")
 
 
+def test_every_linked_figure_and_file_exists():
+    """Every image and relative link of README.md and docs/*.md points to a file of the repository."""
+    missing = []
+    for path in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+            target = target.split("#")[0]
+            if not target or re.match(r"^[a-z]+:", target):
+                continue  # an anchor in the page, or a URL
+            if not (path.parent / target).exists():
+                missing.append(f"{path.relative_to(REPO)}: {target}")
+    assert not missing, missing
+    assert any(
+        "figures/" in t for t in re.findall(r"\]\(([^)]+)\)", (REPO / "docs" / "study.md").read_text())
+    )
+
+
+def _section(text: str, heading: str) -> str:
+    match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"README.md has no section {heading!r}"
+    return match.group(1)
+
+
+def test_the_readme_is_a_short_way_in():
+    """README.md: at most 200 lines, a code map whose every path exists, an index of every docs/ page."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for command in ("make run", "make test", "rlvr-train", "rlvr-analyze", "rlvr-plan", "rlvr-study"):
+        assert command in _section(readme, "Typical sessions") + _section(readme, "Set up"), command
+    rows = re.findall(r"^\| (`[^|]*) \|", _section(readme, "Code map"), re.M)
+    assert len(rows) >= 10 and "rlvr_scaling/trainer.py" in " ".join(rows)
+    for cell in rows:
+        paths = re.findall(r"`([^`]+)`", cell)
+        base = REPO / Path(paths[0].split("{")[0]).parent
+        for path in paths:
+            head, _, rest = path.partition("{")
+            names, _, tail = rest.partition("}")
+            for expanded in [head + n + tail for n in names.split(",")] if rest else [path]:
+                found = [*REPO.glob(expanded), *base.glob(expanded)]
+                assert found, f"code map: {expanded} names no file"
+    index = _section(readme, "Documentation")
+    pages = sorted(p.name for p in (REPO / "docs").iterdir() if p.suffix in (".md", ".ipynb"))
+    assert pages and all(f"`docs/{name}`" in index for name in pages), pages
+
+
 def test_documented_make_targets_exist():
     targets = sorted({c.argv[1] for c in COMMANDS if c.argv[0] == "make" and len(c.argv) > 1})
     assert targets
@@ -644,14 +688,14 @@ def test_documented_cheap_commands_run(block, tmp_path, tmp_path_factory):
                 source, rest = _synthetic_sweep(tmp_path_factory.getbasetemp()), _drop_selection(rest)
             argv = ["rlvr-analyze", str(source), *rest]
         elif prog == "rlvr-plan":
-            # `python -m analysis.plan_cli` is the rlvr-plan entry point (pyproject.toml) without reinstalling
+            # `python -m rlvr_study.plan_cli` is the rlvr-plan entry point (pyproject.toml) without reinstalling
             rest = argv[1:]
             if rest and not rest[0].startswith("-"):
                 source = scratch / rest[0]
                 if not source.exists():
                     source = _synthetic_sweep(tmp_path_factory.getbasetemp())
                 rest = [str(source), *rest[1:]]
-            argv = [sys.executable, "-m", "analysis.plan_cli", *rest]
+            argv = [sys.executable, "-m", "rlvr_study.plan_cli", *rest]
         elif prog == "rlvr-train":
             argv = ["rlvr-train", *argv[1:]]
         proc = subprocess.run(argv, cwd=scratch, env=_env(), capture_output=True, text=True, timeout=600)

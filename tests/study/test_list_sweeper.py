@@ -18,12 +18,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 
-from analysis.study import Launch, parse_study
 from hydra_plugins.rlvr_list_sweeper import expand_jobs, read_jobs
 from rlvr_scaling.cli.compose import CONF_DIR, VERSION_BASE, register_resolvers
 from rlvr_scaling.cli.grid import list_jobs
-from rlvr_scaling.cli.study import base_overrides, jobs_file, launch_command, round_jobs, write_jobs
 from rlvr_scaling.config import register_configs
+from rlvr_study.cli import base_overrides, jobs_file, launch_command, round_jobs, write_jobs
+from rlvr_study.rounds import Launch
+from rlvr_study.study_file import parse_study
 
 # A round that is no cartesian product: two conditions, different seeds, sizes with different seeds.
 ROUND = [Launch(0, [2, 3], [2]), Launch(0, [3], [8]), Launch(1, [2], [2])]
@@ -103,6 +104,7 @@ def _old_commands(study, launches, sweep_dir: Path) -> list[list[str]]:
     return [
         [
             *base_overrides(study, x.condition),
+            "train.stop_at_targets=false",
             "seed=" + ",".join(str(s) for s in x.seeds),
             "rollout.prompts_per_rollout=" + ",".join(str(p) for p in x.sizes),
             f"run.sweep={study.name}",
@@ -135,12 +137,12 @@ def test_a_round_is_one_launch_into_the_cartesian_multiruns_directories(tmp_path
     assert sorted(sorted(o) for _, o in listed) == sorted(sorted(o) for _, o in cartesian)
     names = {d.name for d, _ in listed}
     assert (
-        "eval.targets=[0.05,0.9],lr.ref_lr=3e-06,rollout.prompts_per_rollout=2,seed=2,train.max_responses=64"
-        in names
+        "eval.targets=[0.05,0.9],lr.ref_lr=3e-06,rollout.prompts_per_rollout=2,seed=2,train.max_responses=64,"
+        "train.stop_at_targets=False" in names
     )
     assert (
-        "eval.targets=[0.05,0.9],lr.ref_lr=1e-06,rollout.prompts_per_rollout=8,seed=3,train.max_responses=64"
-        in names
+        "eval.targets=[0.05,0.9],lr.ref_lr=1e-06,rollout.prompts_per_rollout=8,seed=3,train.max_responses=64,"
+        "train.stop_at_targets=False" in names
     )
     assert not any(part in n for n in names for part in ("sweeper", "hydra", "sweeps="))
     # rlvr-grid lists the same runs for the same command

@@ -21,7 +21,7 @@ import yaml
 from tests.conftest import tiny_cli
 
 REPO = Path(__file__).resolve().parents[2]
-STUDY = [sys.executable, "-m", "rlvr_scaling.cli.study"]
+STUDY = [sys.executable, "-m", "rlvr_study.cli"]
 RUN_BUDGET = 32
 SIZES = [2, 4]  # prompts per rollout, G = 4: B = 8, 16
 
@@ -81,8 +81,7 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     the budget spent and writes the report. The pilot's runs are not run again, the state keeps
     round 0 as it was, and rlvr-analyze on the folder reads the same runs. An unfinished round is
     launched again into the same run directories, from its job list (removed: written again from the
-    state) and from a state file of before rounds were one command (one cartesian multirun per
-    condition and seed layer: the names those give are the names the job list gave)."""
+    state); a state file of before rounds were one command with a job list is refused, naming it."""
     study_file = write_study(tmp_path / "study.yaml", cache_dir)
     folder = tmp_path / "runs" / "tiny"
     out1 = _study([str(study_file), "--stop-after", "1"], tmp_path)
@@ -98,7 +97,8 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
         "hydra/sweeper=rlvr_list" in command
         and f"hydra.sweeper.jobs={folder.resolve()}/study_round_0.yaml" in command
     )
-    jobs0 = [[f"seed={s}", f"rollout.prompts_per_rollout={p}"] for s in (0, 1) for p in SIZES]
+    stop = "train.stop_at_targets=false"  # a study never stops a run at its targets
+    jobs0 = [[stop, f"seed={s}", f"rollout.prompts_per_rollout={p}"] for s in (0, 1) for p in SIZES]
     assert yaml.safe_load((folder / "study_round_0.yaml").read_text()) == jobs0 == state1["rounds"][0]["jobs"]
 
     out2 = _study([str(study_file)], tmp_path)
@@ -111,7 +111,11 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert state2["rounds"][0] == state1["rounds"][0]
     assert [r["runs"] for r in state2["rounds"]] == [4, 2] and state2["finished"] == "budget.responses spent"
     assert len(state2["rounds"][1]["commands"]) == 1
-    jobs1 = [["seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES]
+    # the horizon fixed after the pilot: the budget (no pilot run crossed the top target at B_ref)
+    assert json.loads((folder / "horizons.json").read_text()) == {"all": RUN_BUDGET}
+    jobs1 = [
+        [stop, f"eval.horizon={RUN_BUDGET}", "seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES
+    ]
     assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
     after = _status(folder)
     assert len(after) == 6 and {s for s, _, _ in after.values()} == {"completed"}
@@ -136,24 +140,14 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert "finished: budget.responses spent" in out3
     assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
 
-    # the state file of before: round 1 as one cartesian multirun, no job list
+    # the state file of before: round 1 as one cartesian multirun, no job list: refused, nothing runs
     old = dict(state2["rounds"][-1])
     del old["jobs"], old["jobs_file"]
-    old["commands"] = [
-        [
-            "-m",
-            *_overrides(cache_dir),
-            "seed=2",
-            "rollout.prompts_per_rollout=" + ",".join(map(str, SIZES)),
-            "run.sweep=tiny",
-            f"hydra.sweep.dir={folder.resolve()}",
-        ]
-    ]
     (folder / "study_state.json").write_text(json.dumps({**state2, "rounds": [state2["rounds"][0], old]}))
-    out4 = _study([str(study_file)], tmp_path)
-    assert "round 1: resuming" in out4 and "seed=2 rollout.prompts_per_rollout=2,4" in out4
-    assert _status(folder) == after, "the cartesian multirun found other run directories"
-    assert "finished: budget.responses spent" in out4
+    proc = subprocess.run([*STUDY, str(study_file)], env=_env(), cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 2 and "round 1 was written by an earlier rlvr-study" in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("rlvr-study: runs/tiny/study_state.json: round 1")
+    assert _status(folder) == after
 
 
 def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir):
@@ -193,8 +187,9 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
     needed). The refused round stays in the state as unfinished, so the next call launches it again.
     A round whose conditions get different seeds at different sizes (not a cartesian product) is one
     array too (the real cluster: tests/slurm/test_slurm_study.py)."""
-    from analysis.study import Launch, RoundPlan, load_study
-    from rlvr_scaling.cli.study import _launch, load_state
+    from rlvr_study.cli import _launch, load_state
+    from rlvr_study.rounds import Launch, RoundPlan
+    from rlvr_study.study_file import StudyError, load_study
 
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
@@ -228,7 +223,12 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
     state = json.loads((folder / "study_state.json").read_text())
     assert len(state["rounds"]) == 1 and state["rounds"][0]["ended"] is None
     assert len(state["rounds"][0]["commands"]) == 1 and len(state["rounds"][0]["jobs"]) == 8
-    assert state["rounds"][0]["jobs"][0] == ["optim.grad_clip=1.0", "seed=0", "rollout.prompts_per_rollout=2"]
+    assert state["rounds"][0]["jobs"][0] == [
+        "optim.grad_clip=1.0",
+        "train.stop_at_targets=false",
+        "seed=0",
+        "rollout.prompts_per_rollout=2",
+    ]
 
     # an adaptive round that is no cartesian product: 3 multiruns before, one array now
     study = load_study(study_file, base=tmp_path)
@@ -237,16 +237,17 @@ def test_a_round_on_a_slurm_preset_is_one_sbatch_job_array(tmp_path, cache_dir, 
         monkeypatch.delenv(key)
     for key in ("PATH", "FAKE_SBATCH_OUT", "PYTHONPATH", "HF_HUB_OFFLINE", "WANDB_SILENT"):
         monkeypatch.setenv(key, env[key])
-    with pytest.raises(SystemExit, match="round 1: rlvr-train exited"):
+    with pytest.raises(StudyError, match="round 1: rlvr-train exited"):
         _launch(study, load_state(study), plan, "adaptive", dry_run=False)
     sent = sorted(scripts.iterdir())
     assert len(sent) == 2, "one sbatch call for the round"
     assert _sbatch_flags(sent[1])["array"] == "0-4%4"
     jobs = yaml.safe_load((folder / "study_round_1.yaml").read_text())
+    stop = "train.stop_at_targets=false"
     assert sorted(" ".join(j) for j in jobs) == sorted(
-        [f"optim.grad_clip=1.0 seed={s} rollout.prompts_per_rollout=2" for s in (2, 3)]
-        + ["optim.grad_clip=1.0 seed=3 rollout.prompts_per_rollout=4"]
-        + [f"optim.grad_clip=0.5 seed=2 rollout.prompts_per_rollout={p}" for p in SIZES]
+        [f"optim.grad_clip=1.0 {stop} seed={s} rollout.prompts_per_rollout=2" for s in (2, 3)]
+        + [f"optim.grad_clip=1.0 {stop} seed=3 rollout.prompts_per_rollout=4"]
+        + [f"optim.grad_clip=0.5 {stop} seed=2 rollout.prompts_per_rollout={p}" for p in SIZES]
     )
 
 

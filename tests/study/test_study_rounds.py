@@ -1,4 +1,4 @@
-"""The study file's validation and the round planning of ``rlvr-study`` (``analysis/study.py``) on
+"""The study file's validation and the round planning of ``rlvr-study`` (``rlvr_study/study_file.py``, ``rlvr_study/measure.py``, ``rlvr_study/rounds.py``) on
 synthetic pilot run directories (``analysis.synthetic``): no trainer, no launch."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis.plan import pilot_conditions, run_responses
-from analysis.study import Launch, StudyError, group_launches, measure, parse_study, plan_round
 from analysis.synthetic import SyntheticSpec, write_sweep
+from rlvr_study.measure import measure
+from rlvr_study.plan import pilot_conditions, run_responses
+from rlvr_study.rounds import Launch, RoundBudget, StopReason, group_launches, plan_round
+from rlvr_study.study_file import StudyError, parse_study
 
 GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
 
@@ -36,6 +38,12 @@ GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
         ({"launcher": [5]}, "launcher"),
         ({"targets": [1.5]}, "targets"),
         ({"budget_hours": 3}, "budget_hours"),
+        ({"conditions": [{"train.stop_at_targets": True}]}, "conditions"),
+        ({"overrides": ["train.stop_at_targets=true"]}, "overrides"),
+        ({"overrides": ["eval.horizon=4096"]}, "overrides"),
+        ({"horizon_factor": 0.5}, "horizon_factor"),
+        ({"assurance": 0.3}, "assurance"),
+        ({"assurance": 1.0}, "assurance"),
     ],
 )
 def test_a_wrong_study_file_names_the_key(change, key):
@@ -136,7 +144,7 @@ def test_the_pilot_is_measured_per_condition(pilot):
 
 def test_the_next_round_is_the_planners_missing_runs(pilot):
     study, m, pilots = pilot
-    plan = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    plan = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     cost = {p: run_responses(p * G, BUDGET) for p in study.sizes}
     assert plan.responses == pytest.approx(
         sum(cost[p] * len(x.seeds) for x in plan.launches for p in x.sizes)
@@ -158,15 +166,16 @@ def test_the_next_round_is_the_planners_missing_runs(pilot):
 def test_a_round_stays_within_the_budget_and_serves_the_widest_interval(pilot):
     study, m, pilots = pilot
     cheapest = run_responses(study.sizes[0] * G, BUDGET)
-    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    full = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     remaining = 3 * run_responses(study.sizes[-1] * G, BUDGET)
-    plan = plan_round(study, m, pilots, BUDGET, remaining=remaining)
+    plan = plan_round(study, m, pilots, BUDGET, RoundBudget(remaining))
     assert 0 < plan.responses <= remaining < full.responses
     assert any("budget" in n for n in plan.notes)
+    assert plan.stop is StopReason.BUDGET_RESPONSES and full.stop is None
     widest = int(m.widths.sort_values("width").iloc[-1]["condition"])
     assert {x.condition for x in plan.launches} == {widest}
-    none = plan_round(study, m, pilots, BUDGET, remaining=cheapest - 1)
-    assert none.launches == [] and none.responses == 0
+    none = plan_round(study, m, pilots, BUDGET, RoundBudget(cheapest - 1))
+    assert none.launches == [] and none.responses == 0 and none.stop is StopReason.BUDGET_RESPONSES
 
 
 def test_a_met_width_gets_no_runs(pilot):
@@ -174,7 +183,7 @@ def test_a_met_width_gets_no_runs(pilot):
     widths = m.widths.copy()
     widths.loc[widths["condition"] == 0, "width"] = study.width / 2
     m2 = type(m)(widths, m.runs, m.responses, m.group_size)
-    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    plan = plan_round(study, m2, pilots, BUDGET, RoundBudget(1e9))
     assert plan.launches and {x.condition for x in plan.launches} == {1}
 
 
@@ -215,7 +224,7 @@ def test_rlvr_analyze_on_the_folder_gives_the_studys_widths(pilot, tmp_path):
 def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, capsys):
     """Every studies/*.yaml parses, and ``rlvr-study --dry-run`` composes its first and last job per
     condition and prints the pilot's one command and its jobs without running anything."""
-    from rlvr_scaling.cli.study import main
+    from rlvr_study.cli import main
 
     monkeypatch.chdir(tmp_path)
     assert main([str(path), "--dry-run"]) == 0
@@ -231,12 +240,12 @@ def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, c
 def test_a_size_whose_crossings_are_resolution_limited_gets_no_more_runs(pilot):
     study, m, pilots = pilot
     assert "limited:target:0.3" in m.runs  # measured from the clocks' resolution_limited column
-    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    full = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     assert any(study.sizes[0] in x.sizes for x in full.launches)
     runs = m.runs.copy()
     runs["limited:target:0.3"] = runs["P"] == study.sizes[0]
     m2 = type(m)(m.widths, runs, m.responses, m.group_size)
-    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    plan = plan_round(study, m2, pilots, BUDGET, RoundBudget(1e9))
     assert plan.launches and all(study.sizes[0] not in x.sizes for x in plan.launches)
     assert (
         f"condition 0 target:0.3: P={study.sizes[0]} dropped: its crossings are resolution-limited"
@@ -246,7 +255,7 @@ def test_a_size_whose_crossings_are_resolution_limited_gets_no_more_runs(pilot):
     runs["limited:target:0.3"] = True
     m3 = type(m)(m.widths, runs, m.responses, m.group_size)
     assert not any(
-        "resolution-limited" in n for n in plan_round(study, m3, pilots, BUDGET, remaining=1e9).notes
+        "resolution-limited" in n for n in plan_round(study, m3, pilots, BUDGET, RoundBudget(1e9)).notes
     )
 
 
@@ -344,7 +353,7 @@ def test_the_common_alpha_is_the_requested_interval_where_targets_agree(common_a
 def test_common_and_failure_intervals_are_planned(common_and_failure):
     study, m, _, _ = common_and_failure
     pilots = pilot_conditions(str(study.folder), n_boot=200)
-    plan = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    plan = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     added = {}
     for x in plan.launches:
         for p in x.sizes:
@@ -361,7 +370,9 @@ def test_common_and_failure_intervals_are_planned(common_and_failure):
         assert any(n.startswith("condition 1 failure: width") for n in plan.notes)
     met = m.widths.copy()
     met.loc[met["condition"] == 1, "width"] = 0.5
-    plan2 = plan_round(study, type(m)(met, m.runs, m.responses, m.group_size), pilots, BUDGET, remaining=1e9)
+    plan2 = plan_round(
+        study, type(m)(met, m.runs, m.responses, m.group_size), pilots, BUDGET, RoundBudget(1e9)
+    )
     assert all(x.condition != 1 for x in plan2.launches)
 
 
@@ -370,14 +381,14 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     # run is matched through the override in its directory name
     import pandas as pd
 
-    from analysis.study import condition_index
+    from rlvr_study.measure import condition_index
 
     study = parse_study(
         {
             **GOOD,
             "conditions": [
-                {"loss": "clipped", "lr.ref_lr": 1e-6, "train.stop_at_targets": True},
-                {"loss": "unclipped", "lr.ref_lr": 1e-4, "train.stop_at_targets": False, "clock": "failure"},
+                {"loss": "clipped", "lr.ref_lr": 1e-6},
+                {"loss": "unclipped", "lr.ref_lr": 1e-4, "clock": "failure"},
             ],
         }
     )
@@ -391,17 +402,17 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     assert condition_index(row("clipped", 1e-6, True), study) == 0
     assert condition_index(row("unclipped", 1e-4, False), study) == 1
     assert condition_index(row("clipped", 1e-4, True), study) is None
-    assert condition_index(row("clipped", 1e-6, False), study) is None
+    assert condition_index(row("unclipped", 1e-6, False), study) is None
 
 
 def test_runs_that_stop_early_are_costed_at_what_their_ended_runs_spent(pilot):
     study, m, pilots = pilot
-    full = plan_round(study, m, pilots, BUDGET, remaining=1e9)
+    full = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     cheap = m.runs.copy()
     cheap["state"] = "completed"
     cheap["responses"] = 0.1 * BUDGET  # every run stopped at its targets a tenth of the way in
     m2 = type(m)(m.widths, cheap, m.responses, m.group_size)
-    plan = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    plan = plan_round(study, m2, pilots, BUDGET, RoundBudget(1e9))
     assert plan.n_runs == full.n_runs
     assert plan.responses == pytest.approx(
         sum(
@@ -419,9 +430,104 @@ def test_a_round_fits_in_the_hours_left_at_the_runs_measured_wall_times(pilot):
     timed["state"] = "completed"
     timed["wall_seconds"] = 10.0 * timed["P"]  # a run at P takes 10 P seconds
     m2 = type(m)(m.widths, timed, m.responses, m.group_size)
-    free = plan_round(study, m2, pilots, BUDGET, remaining=1e9)
+    free = plan_round(study, m2, pilots, BUDGET, RoundBudget(1e9))
     seconds = sum(10.0 * p * len(x.seeds) for x in free.launches for p in x.sizes)
-    capped = plan_round(study, m2, pilots, BUDGET, remaining=1e9, remaining_seconds=seconds / 4, parallel=2.0)
+    capped = plan_round(study, m2, pilots, BUDGET, RoundBudget(1e9, seconds / 4, parallel=2.0))
     used = sum(10.0 * p * len(x.seeds) for x in capped.launches for p in x.sizes) / 2.0
     assert 0 < used <= seconds / 4 and capped.n_runs < free.n_runs
     assert any("hours" in n for n in capped.notes)
+    assert capped.stop is StopReason.BUDGET_HOURS and free.stop is None
+
+
+def test_round_jobs_never_stop_at_targets_and_carry_the_fixed_horizon():
+    from rlvr_study.cli import round_jobs
+
+    study = parse_study({**GOOD, "conditions": [{"lr.ref_lr": 3e-6}, {"lr.ref_lr": 3e-5}]})
+    jobs = round_jobs(study, [Launch(0, [0], [4]), Launch(1, [3], [8])], {1: 2048.0})
+    assert jobs[0] == [
+        "lr.ref_lr=3e-06",
+        "train.stop_at_targets=false",
+        "seed=0",
+        "rollout.prompts_per_rollout=4",
+    ]
+    assert jobs[1] == [
+        "lr.ref_lr=3e-05",
+        "train.stop_at_targets=false",
+        "eval.horizon=2048",
+        "train.max_responses=2048",
+        "seed=3",
+        "rollout.prompts_per_rollout=8",
+    ]
+
+
+def test_the_horizon_after_the_pilot_is_a_multiple_of_the_slowest_reference_crossing(tmp_path):
+    from analysis.clocks import build_tables, target_label
+    from analysis.synthetic import records
+    from rlvr_study.measure import condition_labels, proposed_horizon
+
+    spec = SyntheticSpec(sizes=(32, 64, 128), seeds=3, alpha=0.3, gamma=None, targets=(0.3, 0.5), budget=60000,
+                         eval_every=128, b_noise=None, seed=5)  # fmt: skip
+    tables = build_tables(records(spec))
+    study = parse_study({**GOOD, "sizes": [4, 8, 16], "horizon_factor": 2})
+    label = condition_labels(study, tables)[0]
+    runs = tables.runs
+    top = target_label(0.5)
+    at_ref = runs[runs["B"] == 64]  # the geometric middle of the sizes (no lr.ref_responses in the config)
+    expected = min(60000, 128 * math.ceil(2 * at_ref[top].max() / 128))
+    assert proposed_horizon(study, tables, label, 60000) == expected
+    # a reference-size run that never crossed: the pilot has not seen the time scale, the budget stays
+    tables.runs.loc[at_ref.index[0], f"{top}:censored"] = True
+    assert proposed_horizon(study, tables, label, 60000) == 60000
+
+
+def test_a_dry_run_after_the_pilot_prints_the_next_round_and_launches_nothing(pilot, tmp_path, capsys):
+    """``rlvr-study --dry-run`` on a folder whose pilot ended: the widths, the planned round and its
+    command are printed (cost model, wanted runs and the budget's allocation through the command line),
+    nothing is written for the round, and the call returns instead of planning the same round again."""
+    import json
+    import shutil
+
+    import yaml
+
+    from rlvr_study.cli import main
+
+    study, _, _ = pilot
+    folder = tmp_path / "runs" / "s"
+    shutil.copytree(study.folder, folder)
+    raw = {
+        "name": "s",
+        "sizes": study.sizes,
+        "conditions": study.conditions,
+        "targets": [0.3],
+        "budget": {"responses": 1e7, "hours": 10},
+        "bootstrap": 100,
+        "folder": str(folder),
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    pilot_round = {"round": 0, "kind": "pilot", "jobs_file": str(folder / "study_round_0.yaml"), "jobs": [],
+                   "commands": [["-m"]], "started": 0.0, "ended": 60.0, "seconds": 60.0}  # fmt: skip
+    (folder / "study_state.json").write_text(
+        json.dumps({"name": "s", "rounds": [pilot_round], "finished": None})
+    )
+    assert main([str(tmp_path / "s.yaml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "after round 0: 16 runs" in out and "round 1 (adaptive): launching" in out
+    assert out.count("rlvr-train -m ") == 1 and "finished" not in out
+    assert not (folder / "study_round_1.yaml").exists()
+    assert len(json.loads((folder / "study_state.json").read_text())["rounds"]) == 1
+
+
+def test_a_state_file_of_another_study_is_refused_with_exit_status_2(tmp_path, capsys):
+    import json
+
+    import yaml
+
+    from rlvr_study.cli import main
+
+    folder = tmp_path / "runs" / "s"
+    folder.mkdir(parents=True)
+    (folder / "study_state.json").write_text(json.dumps({"name": "other", "rounds": [], "finished": None}))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({**GOOD, "folder": str(folder)}))
+    assert main([str(tmp_path / "s.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlvr-study: ") and "belongs to study 'other', not 's'" in err

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.plan import Schedule, pilot_conditions, run_responses
-from analysis.study import kept_sizes, measure, plan_round
 from analysis.synthetic import write_sweep
+from rlvr_study.measure import measure
+from rlvr_study.plan import Schedule, pilot_conditions, run_responses
+from rlvr_study.rounds import RoundBudget, kept_sizes, plan_round
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
@@ -44,14 +45,16 @@ def test_the_simulated_round_is_the_one_rlvr_study_plans_from_a_folder(tmp_path)
     source = svu.SyntheticSource(setting, draw)
     have = {p: {0, 1} for p in study.sizes}
     exps, m_mem = svu._fit(study, source.tables(have))
-    plan_mem = plan_round(study, m_mem, svu.pilots_from_fits(source.tables(have), exps), setting.budget, 1e9)
+    plan_mem = plan_round(
+        study, m_mem, svu.pilots_from_fits(source.tables(have), exps), setting.budget, RoundBudget(1e9)
+    )
 
     folder = tmp_path / "runs" / "vs_uniform"
     write_sweep(folder, [svu._spec(setting, b, 2, draw, 0) for b in setting.sizes])
     study.folder = folder
     m_dir = measure(study)
     pilots = pilot_conditions(str(folder), targets=study.targets, n_boot=study.bootstrap)
-    plan_dir = plan_round(study, m_dir, pilots, setting.budget, 1e9)
+    plan_dir = plan_round(study, m_dir, pilots, setting.budget, RoundBudget(1e9))
 
     assert len(m_dir.runs) == len(m_mem.runs) == 2 * len(setting.sizes)
     for col in ("width", "exponent"):
@@ -128,7 +131,7 @@ def test_an_open_width_gets_more_runs():
     # interval is wider: plan_round still adds runs (at the extreme sizes) instead of stopping unmet
     study, m, pilots = _after_pilot(EASY, 4, 0.3, 100)
     assert m.widths["width"].iloc[0] > study.width  # measured: 0.42 against 0.3
-    assert plan_round(study, m, pilots, EASY.budget, 1e9).launches
+    assert plan_round(study, m, pilots, EASY.budget, RoundBudget(1e9)).launches
 
 
 def test_the_planned_sizes_keep_a_lever_arm():
@@ -136,7 +139,7 @@ def test_the_planned_sizes_keep_a_lever_arm():
     # resolution-limited at the 1/4 threshold, so kept_sizes keeps a lever arm of at least 4x (at 1/8 it
     # kept only the two largest sizes, one doubling apart, and the planner asked for ~200 runs there)
     study, m, _ = _after_pilot(STUDY_LIKE, 4, 0.12, 100)
-    kept = kept_sizes(study, m, 0, "target:0.3", [])  # the sizes plan_round may extend
+    kept, _ = kept_sizes(study, m, 0, "target:0.3")  # the sizes plan_round may extend
     assert max(kept) / min(kept) >= 4
 
 

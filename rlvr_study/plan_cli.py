@@ -10,7 +10,7 @@ Prints, per condition and target, the seeds per size (``B:runs``), the planned m
 interval, the cost (responses, serial wall hours, GPU-hours), the probability that a run at each size
 ends censored and the evaluation bracket near the median crossing; then the same for the difference of
 every pair of conditions. ``--out DIR`` writes ``plan.csv`` and ``plan_difference.csv``. The model and
-the allocation are in :mod:`analysis.plan`.
+the allocation are in :mod:`rlvr_study.plan`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.plan import Design, PilotCondition, Schedule, Truth, pilot_conditions, plan_design
+from rlvr_study.plan import Design, PilotCondition, Schedule, Truth, pilot_conditions, plan_design
 
 
 def design_row(label: str, target: str, design: Design, rps: float | None, have=None) -> dict:
@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="requested width of alpha_1 - alpha_2 (default --width)",
     )
+    p.add_argument(
+        "--assurance",
+        type=float,
+        default=0.5,
+        help="plan for the width to be met with this probability (0.5: the median width; rlvr-study: 0.8)",
+    )
     p.add_argument("--rho", type=float, default=0.0, help="correlation of two conditions' exponents (paired)")
     p.add_argument("--targets", type=float, nargs="+", default=None, help="targets to plan (default: all)")
     p.add_argument("--sizes", type=float, nargs="+", default=None, help="candidate rollout sizes B")
@@ -120,6 +126,8 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--width and --diff-width must be > 0"
     if not -1 < args.rho < 1:
         return "--rho must lie in (-1, 1)"
+    if not 0.5 <= args.assurance < 1:
+        return "--assurance must lie in [0.5, 1)"
     if args.min_seeds < 2:
         return "--min-seeds must be >= 2 (the bootstrap needs two runs at a size)"
     if args.sigma is not None and args.sigma <= 0:
@@ -136,73 +144,72 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    from analysis.which_b import b_width_to_alpha_width, parse_throughput, seconds_per_response_fixed
+def _with_stated(c: PilotCondition, args: argparse.Namespace) -> PilotCondition:
+    """A pilot's condition with the stated values in place of the pilot's (stated values override)."""
+    c.truth = Truth(
+        alpha=c.truth.alpha if args.alpha is None else args.alpha,
+        intercept=c.truth.intercept if args.prefactor is None else math.log(args.prefactor),
+        sigma=c.truth.sigma if args.sigma is None else args.sigma,
+        budget=c.truth.budget if args.budget is None else args.budget,
+        schedule=c.truth.schedule
+        if args.eval_every is None
+        else Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling),
+    )
+    return c
 
-    args = build_parser().parse_args(argv)
-    problem = _check(args)
-    throughput = None
-    try:
-        throughput = parse_throughput(args.throughput) if args.throughput else None
-    except ValueError as err:
-        problem = problem or str(err)
-    if problem:
-        print(f"rlvr-plan: {problem}", file=sys.stderr)
-        return 2
-    if args.source is not None:
-        try:
-            conds = pilot_conditions(args.source, args.targets, args.bootstrap, throughput, args.ignore_keys)
-        except ValueError as err:
-            print(f"rlvr-plan: {err}", file=sys.stderr)
-            return 2
-        if not conds:
-            print(f"rlvr-plan: no condition of {args.source} has a fitted exponent", file=sys.stderr)
-            return 2
-    else:
-        conds = []
-    for c in conds:  # stated values override the pilot's
-        c.truth = Truth(
-            alpha=c.truth.alpha if args.alpha is None else args.alpha,
-            intercept=c.truth.intercept if args.prefactor is None else math.log(args.prefactor),
-            sigma=c.truth.sigma if args.sigma is None else args.sigma,
-            budget=c.truth.budget if args.budget is None else args.budget,
-            schedule=c.truth.schedule
-            if args.eval_every is None
-            else Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling),
-        )
-    for c in [c for c in conds if not c.truth.sigma > 0]:
-        print(
-            f"note: {c.condition} {c.target}: the pilot gives no scatter (sigma {c.truth.sigma:g}); pass --sigma"
-        )
-        conds.remove(c)
-    if args.source is not None and not conds:
-        return 2
-    if args.source is None:
-        censoring = args.budget is not None
-        schedule = (
-            Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling)
-            if args.eval_every is not None
-            else None
-        )
-        truth = Truth(
-            alpha=args.alpha,
-            intercept=math.log(args.prefactor) if args.prefactor else 0.0,
-            sigma=args.sigma,
-            budget=args.budget if censoring else math.inf,
-            schedule=schedule,
-        )
-        spr = None
-        if throughput is not None:
-            spr = seconds_per_response_fixed(throughput)
-        elif args.seconds_per_rollout:
-            s0, s1 = args.seconds_per_rollout
-            spr = lambda b, s0=s0, s1=s1: (s0 + s1 * b) / b  # noqa: E731
-        conds = [PilotCondition("stated", "alpha", truth, np.asarray(args.sizes), {}, spr)]
-        if not censoring:
+
+def _pilot(args: argparse.Namespace, throughput) -> list[PilotCondition]:
+    """The conditions and targets of the pilot runs at ``args.source``, with the stated values applied;
+    ValueError where none can be planned."""
+    conds = pilot_conditions(args.source, args.targets, args.bootstrap, throughput, args.ignore_keys)
+    if not conds:
+        raise ValueError(f"no condition of {args.source} has a fitted exponent")
+    out = []
+    for c in (_with_stated(c, args) for c in conds):
+        if c.truth.sigma > 0:
+            out.append(c)
+        else:
             print(
-                "note: no --budget: crossings assumed exact and never censored (no resolution, no censoring)"
+                f"note: {c.condition} {c.target}: the pilot gives no scatter (sigma {c.truth.sigma:g}); pass --sigma"
             )
-    rows, diff_rows = [], []
+    if not out:
+        raise ValueError(f"no condition of {args.source} has a scatter; pass --sigma")
+    return out
+
+
+def _stated(args: argparse.Namespace, throughput) -> PilotCondition:
+    """The one condition the stated numbers describe (no pilot runs)."""
+    from analysis.which_b import seconds_per_response_fixed
+
+    censoring = args.budget is not None
+    schedule = (
+        Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling)
+        if args.eval_every is not None
+        else None
+    )
+    truth = Truth(
+        alpha=args.alpha,
+        intercept=math.log(args.prefactor) if args.prefactor else 0.0,
+        sigma=args.sigma,
+        budget=args.budget if censoring else math.inf,
+        schedule=schedule,
+    )
+    spr = None
+    if throughput is not None:
+        spr = seconds_per_response_fixed(throughput)
+    elif args.seconds_per_rollout:
+        s0, s1 = args.seconds_per_rollout
+        spr = lambda b, s0=s0, s1=s1: (s0 + s1 * b) / b  # noqa: E731
+    if not censoring:
+        print("note: no --budget: crossings assumed exact and never censored (no resolution, no censoring)")
+    return PilotCondition("stated", "alpha", truth, np.asarray(args.sizes), {}, spr)
+
+
+def _condition_rows(args: argparse.Namespace, conds: list[PilotCondition]) -> list[dict]:
+    """One row per condition and target: the design for ``--width`` (narrower where ``--b-factor`` needs it)."""
+    from analysis.which_b import b_width_to_alpha_width
+
+    rows = []
     for c in conds:
         sizes = args.sizes if args.sizes else c.sizes
         width = args.width
@@ -224,14 +231,22 @@ def main(argv: list[str] | None = None) -> int:
             max_runs=args.max_runs,
             max_censored=args.max_censored,
             seconds_per_response=c.seconds_per_response,
+            assurance=args.assurance,
         )
         row = design_row(c.condition, c.target, d, args.responses_per_second, c.have if c.have else None)
         row.update(alpha=c.truth.alpha, sigma=c.truth.sigma, requested_width=width)
         rows.append(row)
+    return rows
+
+
+def _difference_rows(args: argparse.Namespace, conds: list[PilotCondition]) -> list[dict]:
+    """One row per target and pair of conditions: the design for the difference of their exponents
+    (stated numbers: two conditions like the stated one)."""
     by_target: dict[str, list[PilotCondition]] = {}
     for c in conds:
         by_target.setdefault(c.target, []).append(c)
     diff_width = args.diff_width or args.width
+    rows = []
     for target, group in by_target.items():
         pairs = [(a, b) for i, a in enumerate(group) for b in group[i + 1 :]]
         if args.source is None:  # stated: the difference of two conditions like this one
@@ -247,10 +262,16 @@ def main(argv: list[str] | None = None) -> int:
                 max_runs=args.max_runs,
                 max_censored=args.max_censored,
                 seconds_per_response=a.seconds_per_response,
+                assurance=args.assurance,
             )
             row = design_row(f"{a.condition} vs {b.condition}", target, d, args.responses_per_second)
             row.update(n_runs=2 * d.n_runs, rho=args.rho, requested_width=diff_width)  # both conditions
-            diff_rows.append(row)
+            rows.append(row)
+    return rows
+
+
+def _report(args: argparse.Namespace, rows: list[dict], diff_rows: list[dict]) -> None:
+    """Print the two tables and the notes; ``--out``: write them as CSV."""
     plan = pd.DataFrame(rows)
     diff = pd.DataFrame(diff_rows)
     cols = ["condition", "target", "alpha", "sigma", "seeds_per_size", "n_runs", "planned_width"]
@@ -259,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     _print_table(plan, cols + (["pilot_runs"] if "pilot_runs" in plan else []))
     if len(diff):
         print(
-            f"\nSeeds per size in each of the two conditions for alpha_1 - alpha_2 to width {diff_width:g} "
-            f"(rho = {args.rho:g}; n_runs, responses and hours count both conditions):"
+            f"\nSeeds per size in each of the two conditions for alpha_1 - alpha_2 to width "
+            f"{args.diff_width or args.width:g} (rho = {args.rho:g}; n_runs, responses and hours count both "
+            "conditions):"
         )
         _print_table(diff, ["condition", "target", "seeds_per_size", "n_runs", "planned_width", "responses",
                             "wall_hours_serial", "gpu_hours"])  # fmt: skip
@@ -272,6 +294,23 @@ def main(argv: list[str] | None = None) -> int:
         plan.to_csv(args.out / "plan.csv", index=False)
         diff.to_csv(args.out / "plan_difference.csv", index=False)
         print(f"wrote {args.out / 'plan.csv'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``rlvr-plan`` (module docstring): a wrong input is named on stderr with exit status 2."""
+    from analysis.which_b import parse_throughput
+
+    args = build_parser().parse_args(argv)
+    try:
+        problem = _check(args)
+        if problem:
+            raise ValueError(problem)
+        throughput = parse_throughput(args.throughput) if args.throughput else None
+        conds = _pilot(args, throughput) if args.source is not None else [_stated(args, throughput)]
+    except ValueError as err:
+        print(f"rlvr-plan: {err}", file=sys.stderr)
+        return 2
+    _report(args, _condition_rows(args, conds), _difference_rows(args, conds))
     return 0
 
 

@@ -1,5 +1,5 @@
 """How many runs, at which rollout sizes, for an exponent to a stated precision (``rlvr-plan``:
-:mod:`analysis.plan_cli`; docs/study.md).
+:mod:`rlvr_study.plan_cli`; docs/study.md).
 
 **Model.** The fit of :mod:`analysis.fit`: ``log R = a + alpha log B + sigma eps`` with
 ``eps ~ N(0, 1)``, a run at size ``B`` observed only through the evaluation grid of that size. Its
@@ -18,6 +18,9 @@ uncensored ``n_B (1, log B)(1, log B)^T / sigma^2``, so they cost seeds). The **
 median width of the interval the fit will report::
 
     width = 2 * t_{N - m}(0.975) * sqrt(V) * sqrt(median(chi2_{N - m}) / (N - m))
+
+or, with an **assurance** level q (``--assurance``; the study's default 0.8), the width met in a share
+q of repetitions: the q-quantile of chi2 in place of its median
 
 with ``N`` runs at ``m`` sizes: the fit's bootstrap interval is scaled to a Student-t pivot with
 ``N - m`` degrees of freedom (:mod:`analysis.fit`), and it is proportional to the estimated scatter,
@@ -155,11 +158,17 @@ def size_information(size: float, truth: Truth) -> tuple[np.ndarray, float]:
     return info, p_censored
 
 
-def width_factor(df: int) -> float:
-    """``2 t_df(0.975) sqrt(median(chi2_df) / df)``: planned width per unit standard error."""
+def width_factor(df: int, assurance: float = 0.5) -> float:
+    """``2 t_df(0.975) sqrt(q_assurance(chi2_df) / df)``: planned width per unit standard error.
+
+    The fit's interval is proportional to the estimated scatter, distributed as
+    ``sigma sqrt(chi2_df / df)``; at ``assurance = 0.5`` the planned width is the median width the
+    fit will report, at ``assurance = 0.8`` the width it stays under in 80 % of repetitions (the
+    "assurance" of sample-size planning: Kupper & Hafner 1989, *Am. Stat.* 43:101; here the only
+    random factor modelled is the scatter's estimate)."""
     if df < 1:
         return math.inf
-    return float(2 * stdtrit(df, 0.975) * math.sqrt(chi2.median(df) / df))
+    return float(2 * stdtrit(df, 0.975) * math.sqrt(chi2.ppf(assurance, df) / df))
 
 
 def alpha_variance(info: np.ndarray) -> float:
@@ -221,6 +230,7 @@ def plan_design(
     max_runs: int = 2000,
     max_censored: float = 0.9,
     seconds_per_response=None,
+    assurance: float = 0.5,
 ) -> Design:
     """Greedy allocation (module docstring) for one condition (``truths`` of length 1) or for the
     difference of two conditions run with the same design (length 2, correlation ``rho``)."""
@@ -249,7 +259,7 @@ def plan_design(
 
     def planned(counts: np.ndarray, v: float) -> float:
         df = len(truths) * (int(counts.sum()) - int((counts > 0).sum()))
-        return width_factor(df) * math.sqrt(v) if v >= 0 else math.nan
+        return width_factor(df, assurance) * math.sqrt(v) if v >= 0 else math.nan
 
     v = variance(n)
     while planned(n, v) > width and n.sum() < max_runs:
@@ -281,11 +291,12 @@ def plan_design(
     return design
 
 
-def design_width(sizes, seeds, truth: Truth) -> float:
-    """Planned width of a given design (no search)."""
+def design_width(sizes, seeds, truth: Truth, assurance: float = 0.5) -> float:
+    """Planned width of a given design (no search), met with probability ``assurance``."""
     sizes, seeds = np.asarray(sizes, float), np.asarray(seeds, int)
     info = sum(n * size_information(b, truth)[0] for b, n in zip(sizes, seeds))
-    return width_factor(int(seeds.sum()) - int((seeds > 0).sum())) * math.sqrt(alpha_variance(info))
+    df = int(seeds.sum()) - int((seeds > 0).sum())
+    return width_factor(df, assurance) * math.sqrt(alpha_variance(info))
 
 
 # ----------------------------------------------------------------------------------------- checking
@@ -410,6 +421,8 @@ def pilots_from_fits(tables, exps: pd.DataFrame, throughput=None) -> list[PilotC
         for r in rows.itertuples():
             runs = tables.runs[(tables.runs["condition"] == r.condition) & tables.runs["in_fit"]]
             budget = float(np.nanmedian(runs["budget"])) if runs["budget"].notna().any() else math.inf
+            if "horizon" in runs and np.isfinite(runs["horizon"]).any():
+                budget = min(budget, float(np.nanmin(runs["horizon"])))  # read no further than it
             truth = Truth(
                 alpha=float(r.exponent),
                 intercept=float(math.log(r.prefactor)),

@@ -1,0 +1,84 @@
+"""The schema of the gradient-noise and curvature instruments (config group ``noise``).
+
+The instruments themselves are phases (``noise.py``, ``curvature.py``); their settings live here, on
+the floor of the other config schemas, so that ``config.py`` imports no phase (docs/design.md §5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+NOISE_MODES = ("auto", "on", "off")
+HVP_KINDS = ("auto", "double_backward", "finite_difference")
+
+
+@dataclass
+class NoiseParams:
+    """The gradient-noise instruments (config group ``noise``).
+
+    Read from ``cfg.noise`` when the config has that node, else these defaults apply.
+    """
+
+    # on | off | auto (on up to max_parameters model parameters). Off by default: one exact pass costs
+    # ~+64 % of a cycle on the embedded model (~8 % at every 8th rollout); the minibatch estimator
+    # (noise/grad_norm_sq, trace_cov, snr, b_noise) is always on at ~3 %.
+    per_sample: str = "off"
+    max_parameters: int = 2_000_000  # auto: on for models up to this size (the embedded default)
+    every_rollouts: int = 8  # run on every n-th rollout (1 when lr.source=per_sample)
+    # noise/grad_norm_sq, trace_cov(_within, _between), snr, b_noise from gradients at theta_old
+    # (curvature.py); off: those keys are not logged (the multistep_* estimates still are)
+    at_theta_old: bool = True
+    prompts_at_theta_old: int = 0  # prompts in its subsample (0: B / (K G), one minibatch's worth, >= 2)
+    # the cadences: on every n-th rollout (noise also whenever curvature runs; curvature 0 = off), or
+    # null = from `budget` (curvature.InstrumentBudget); curvature needs at_theta_old
+    at_theta_old_every_rollouts: int | None = None
+    curvature_every_rollouts: int | None = None
+    # the fraction of the run's wall time that the cadences left null may spend (shared equally): a
+    # measurement runs when the instrument's seconds so far plus its expected cost stay within its share
+    budget: float = 0.03
+    hvp: str = "auto"  # double_backward | finite_difference | auto (double backward in one fp32 process)
+    hvp_eps: float = (
+        1e-4  # finite-difference step h = hvp_eps * |theta| / |v| (above the weights' dtype resolution)
+    )
+    power_iterations: int = 3  # top-eigenvalue power iterations per measurement (0: not measured)
+    # noise/adam_* (tr(P Sigma), G'PG, their ratio: the noise scale of Adam's preconditioned update, P from
+    # the optimizer's state) and noise/all_* (the SGD trace version), from cells over ALL the rollout's
+    # prompts, whenever the noise at theta_old runs: about one more backward pass over the rollout
+    adam_noise: bool = False
+
+    def validate(self, prefix: str = "noise") -> None:
+        if self.per_sample not in NOISE_MODES:
+            raise ConfigError(
+                f"{prefix}.per_sample must be one of {', '.join(NOISE_MODES)} (got {self.per_sample!r})"
+            )
+        if self.every_rollouts < 1:
+            raise ConfigError(f"{prefix}.every_rollouts must be >= 1 (got {self.every_rollouts})")
+        if self.prompts_at_theta_old != 0 and self.prompts_at_theta_old < 2:
+            raise ConfigError(
+                f"{prefix}.prompts_at_theta_old must be 0 (auto) or >= 2 (got {self.prompts_at_theta_old})"
+            )
+        if self.at_theta_old_every_rollouts is not None and self.at_theta_old_every_rollouts < 1:
+            raise ConfigError(
+                f"{prefix}.at_theta_old_every_rollouts must be >= 1 or null (got {self.at_theta_old_every_rollouts})"
+            )
+        if not 0 < self.budget < 1:
+            raise ConfigError(f"{prefix}.budget must be a fraction in (0, 1) (got {self.budget})")
+        if self.curvature_every_rollouts is not None and self.curvature_every_rollouts < 0:
+            raise ConfigError(
+                f"{prefix}.curvature_every_rollouts must be >= 0 (got {self.curvature_every_rollouts})"
+            )
+        if self.curvature_every_rollouts and not self.at_theta_old:
+            raise ConfigError(
+                f"{prefix}.curvature_every_rollouts needs {prefix}.at_theta_old=true (set it to 0 to turn "
+                "curvature off)"
+            )
+        if self.hvp not in HVP_KINDS:
+            raise ConfigError(f"{prefix}.hvp must be one of {', '.join(HVP_KINDS)} (got {self.hvp!r})")
+        if not self.hvp_eps > 0:
+            raise ConfigError(f"{prefix}.hvp_eps must be > 0 (got {self.hvp_eps})")
+        if self.adam_noise and not self.at_theta_old:
+            raise ConfigError(f"{prefix}.adam_noise needs {prefix}.at_theta_old=true")
+        if self.power_iterations < 0:
+            raise ConfigError(f"{prefix}.power_iterations must be >= 0 (got {self.power_iterations})")

@@ -1,0 +1,278 @@
+"""Compositions of character-level string transforms (``task.kind: compose``), generated locally.
+
+A problem names transforms by one upper-case letter each and a lower-case string; the transforms
+apply left to right and the answer is the final string::
+
+    RU:abcde=    ->  edcba (R: reverse)  ->  fedcb (U: shift every letter by +1)  ->  answer "fedcb"
+
+The transform set (:data:`TRANSFORMS`; ``task.transforms`` picks a subset):
+
+- ``R`` reverse; ``L`` rotate left by one (``abcde`` -> ``bcdea``); ``T`` rotate right by one;
+- ``S`` swap adjacent pairs (``abcde`` -> ``badce``; an odd last letter stays);
+- ``U`` / ``D`` shift every letter by +1 / -1 within ``task.alphabet`` (cyclic: the last letter
+  shifts to the first).
+
+**Compositions and splits.** A composition is a sequence of transforms with neighbours different and
+no two neighbours undoing each other (``LT``, ``UD``: the identity; :func:`compositions`): 26 depth-2
+ones with the six transforms. A seeded draw puts ``task.heldout_pairs`` unordered pairs ``{a, b}`` on
+the held-out side *in both orders* (a letter shift commutes with every position transform, so a pair
+trained in one order would give the other order's function away), each transform keeping at least one
+training pair in each position (:func:`split_pairs`). RL prompts (``train_example``) are depth-2
+problems over the *training* pairs only; ``validation()`` (``eval/accuracy``) are depth-2 problems
+over the *held-out* pairs only; ``extra_validation()["depth3"]`` (``eval/depth3_accuracy``) are
+depth-3 problems, never trained on. Strings are drawn afresh per item (length ``min_len`` ..
+``max_len`` over ``alphabet``); the splits are disjoint by composition, and therefore by prompt text.
+The embedded model solves none of the compositions of two position transforms, before or after RL
+(docs/tasks.md): they cap the held-out accuracy and keep depth 3 near 0.
+
+**Warm start** (``warm_start_example``): the supervised warm start sees the *atomic* transforms
+(``R:abcde=`` -> ``edcba``) and, in a share ``warm_start_depth2`` of its examples, depth-2 problems
+over the training pairs (so the model has met the two-letter prompt form), never a held-out pair and
+never depth 3. RL must then learn to compose: the held-out pairs are solved only by a model that
+applies two skills it knows in sequence, which the warm start does not teach for those pairs.
+
+Every item is a pure function of ``(seed, split, index)`` (a seeded ``random.Random`` per item): no
+download, no state, the same problems on every machine. Reward: the stripped completion must equal
+the answer exactly (:func:`exact_string_reward`).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import random
+import string
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .base import Example, Task, check, register_task
+
+MAX_ANSWER_CHARS = 256  # longer stripped completions score 0 without comparing
+
+
+def _rotate_left(s: str) -> str:
+    return s[1:] + s[:1]
+
+
+def _rotate_right(s: str) -> str:
+    return s[-1:] + s[:-1]
+
+
+def _swap_pairs(s: str) -> str:
+    out = list(s)
+    for i in range(0, len(s) - 1, 2):
+        out[i], out[i + 1] = out[i + 1], out[i]
+    return "".join(out)
+
+
+def _shift(s: str, alphabet: str, k: int) -> str:
+    n = len(alphabet)
+    return "".join(alphabet[(alphabet.index(c) + k) % n] for c in s)
+
+
+# code -> (description, function of (string, alphabet))
+TRANSFORMS: dict[str, tuple[str, Callable[[str, str], str]]] = {
+    "R": ("reverse", lambda s, a: s[::-1]),
+    "L": ("rotate left by 1", lambda s, a: _rotate_left(s)),
+    "T": ("rotate right by 1", lambda s, a: _rotate_right(s)),
+    "S": ("swap adjacent pairs", lambda s, a: _swap_pairs(s)),
+    "U": ("shift letters by +1", lambda s, a: _shift(s, a, 1)),
+    "D": ("shift letters by -1", lambda s, a: _shift(s, a, -1)),
+}
+
+
+def apply_transforms(codes: str, text: str, alphabet: str) -> str:
+    """Apply the transforms named by ``codes`` to ``text``, left to right."""
+    for code in codes:
+        text = TRANSFORMS[code][1](text, alphabet)
+    return text
+
+
+def exact_string_reward(completion: str, gold: str) -> float:
+    """1.0 if ``completion.strip()`` equals ``gold`` character for character, else 0.0. Never raises."""
+    try:
+        if not isinstance(completion, str) or len(completion) > MAX_ANSWER_CHARS:
+            return 0.0
+        return 1.0 if completion.strip() == gold else 0.0
+    except Exception:  # defensive: the contract is "never raises"
+        return 0.0
+
+
+def _default_transforms() -> list[str]:
+    return list(TRANSFORMS)
+
+
+@dataclass  # not frozen: Hydra overrides write into it
+class ComposeTaskParams:
+    """Compositions of string transforms: the transform set, strings, splits and warm-start mix."""
+
+    name: str = "compose"  # display name of the preset (run names, logs)
+    kind: str = "compose"  # registry key in TASKS
+    transforms: list[str] = field(default_factory=_default_transforms)  # codes from TRANSFORMS
+    alphabet: str = "abcdefgh"  # letters of the strings (and the cycle of the shifts)
+    min_len: int = 4
+    max_len: int = 5
+    heldout_pairs: int = 4  # pairs {a, b} of transforms kept out of training, in both orders
+    warm_start_depth2: float = 0.1  # share of warm-start examples that are training-pair compositions
+    seed: int = 0  # problem stream and the held-out draw
+    train_size: int = 50_000  # RL pool; train_example(i) wraps around at this size
+    val_size: int = 256  # held-out depth-2 problems (eval/accuracy)
+    depth3_size: int = 128  # depth-3 problems (eval/depth3_accuracy); 0 = none
+
+    def validate(self, prefix: str = "task") -> None:
+        known = ", ".join(TRANSFORMS)
+        for code in self.transforms:
+            check(code in TRANSFORMS, f"{prefix}.transforms: unknown transform {code!r}; valid: {known}")
+        check(
+            len(set(self.transforms)) == len(self.transforms) >= 3,
+            f"{prefix}.transforms: at least 3 different transforms needed (got {list(self.transforms)})",
+        )
+        check(
+            len(self.alphabet) >= 2
+            and len(set(self.alphabet)) == len(self.alphabet)
+            and all(c in string.ascii_lowercase for c in self.alphabet),
+            f"{prefix}.alphabet must be >= 2 different lower-case ASCII letters (got {self.alphabet!r})",
+        )
+        check(
+            2 <= self.min_len <= self.max_len <= 32,
+            f"{prefix}.min_len / {prefix}.max_len: need 2 <= min_len <= max_len <= 32 "
+            f"(got {self.min_len}, {self.max_len})",
+        )
+        n_pairs = len(compositions(self.transforms, 2)) // 2
+        check(
+            1 <= self.heldout_pairs < n_pairs,
+            f"{prefix}.heldout_pairs must be in [1, {n_pairs - 1}] for {len(self.transforms)} transforms "
+            f"({n_pairs} unordered pairs; got {self.heldout_pairs})",
+        )
+        check(
+            0 <= self.warm_start_depth2 <= 1,
+            f"{prefix}.warm_start_depth2 must be in [0, 1] (got {self.warm_start_depth2})",
+        )
+        check(self.seed >= 0, f"{prefix}.seed must be >= 0 (got {self.seed})")
+        check(self.train_size > 0, f"{prefix}.train_size must be > 0 (got {self.train_size})")
+        check(self.val_size > 0, f"{prefix}.val_size must be > 0 (got {self.val_size})")
+        check(self.depth3_size >= 0, f"{prefix}.depth3_size must be >= 0 (got {self.depth3_size})")
+        try:
+            split_pairs(self.transforms, self.heldout_pairs, self.seed)
+        except ValueError as err:
+            check(False, f"{prefix}.heldout_pairs: {err}")
+
+
+def is_identity(codes: str, alphabet: str, max_len: int) -> bool:
+    """Whether the composition ``codes`` maps every string of length 2 .. ``max_len`` to itself
+    (checked on strings whose letters are all different, or on the alphabet cycled)."""
+    for n in range(2, max_len + 1):
+        text = "".join(alphabet[i % len(alphabet)] for i in range(n))
+        if apply_transforms(codes, text, alphabet) != text:
+            return False
+    return True
+
+
+def compositions(
+    transforms: Sequence[str], depth: int, alphabet: str = "abcdefgh", max_len: int = 8
+) -> list[str]:
+    """The compositions of ``depth`` transforms, neighbours different and no two neighbours undoing
+    each other (``LT``, ``UD``: the identity), in sorted order."""
+    out = []
+    for t in itertools.product(transforms, repeat=depth):
+        if all(a != b and not is_identity(a + b, alphabet, max_len) for a, b in itertools.pairwise(t)):
+            out.append("".join(t))
+    return sorted(out)
+
+
+def split_pairs(transforms: Sequence[str], heldout: int, seed: int) -> tuple[list[str], list[str]]:
+    """``(training pairs, held-out pairs)``: ``heldout`` unordered pairs ``{a, b}`` of transforms are
+    drawn (seeded) for the held-out side *in both orders* (``ab`` and ``ba``; so a held-out composition
+    is never trained as its mirror either, which for commuting transforms such as ``RU`` / ``UR`` would
+    be the same function), such that every transform keeps at least one training pair as first and as
+    second transform. Both lists sorted."""
+    pairs = compositions(transforms, 2)
+    unordered = sorted({"".join(sorted(p)) for p in pairs})
+    rng = random.Random(f"compose-split:{seed}")
+    for _ in range(10_000):
+        held_sets = set(rng.sample(unordered, heldout))
+        held = [p for p in pairs if "".join(sorted(p)) in held_sets]
+        train = [p for p in pairs if p not in held]
+        if all(any(p[0] == t for p in train) and any(p[1] == t for p in train) for t in transforms):
+            return sorted(train), sorted(held)
+    raise ValueError(f"no draw of {heldout} of {len(unordered)} pairs keeps every transform trained")
+
+
+@register_task("compose")
+class ComposeTask(Task):
+    Params = ComposeTaskParams
+
+    def __init__(self, params: ComposeTaskParams):
+        self.params = params = copy.deepcopy(params)  # params are mutable (Hydra); keep our own copy
+        self.name = params.name
+        self.transforms = list(params.transforms)
+        self.train_pairs, self.heldout_pairs = split_pairs(self.transforms, params.heldout_pairs, params.seed)
+        self.triples = compositions(self.transforms, 3)
+        self._train_item = functools.lru_cache(maxsize=65536)(self._make_train_item)
+        self._val = [self._item("val", j, self.heldout_pairs, f"val:{j}") for j in range(params.val_size)]
+        self._depth3 = [
+            self._item("depth3", j, self.triples, f"depth3:{j}") for j in range(params.depth3_size)
+        ]
+
+    # ------------------------------------------------------------------ items
+
+    def _item(self, split: str, index: int, compositions: Sequence[str], id_: str) -> Example:
+        p = self.params
+        rng = random.Random(f"compose:{p.seed}:{split}:{index}")
+        codes = rng.choice(compositions)
+        text = "".join(rng.choice(p.alphabet) for _ in range(rng.randint(p.min_len, p.max_len)))
+        return Example(prompt=f"{codes}:{text}=", answer=apply_transforms(codes, text, p.alphabet), id=id_)
+
+    def _make_train_item(self, index: int) -> Example:
+        return self._item("train", index, self.train_pairs, f"train:{index}")
+
+    @staticmethod
+    def codes_of(example: Example) -> str:
+        """The transform codes of a problem (``"RU"`` for ``RU:abcde=``)."""
+        return example.prompt.split(":", 1)[0]
+
+    # ------------------------------------------------------------------ Task
+
+    def train_example(self, index: int) -> Example:
+        return self._train_item(index % self.params.train_size)
+
+    def num_train(self) -> int:
+        return self.params.train_size
+
+    def validation(self) -> list[Example]:
+        return list(self._val)
+
+    def extra_validation(self) -> dict[str, list[Example]]:
+        return {"depth3": list(self._depth3)} if self._depth3 else {}
+
+    def warm_start_example(self, index: int) -> Example:
+        """Warm-start item ``index``: an atomic transform, or (share ``warm_start_depth2``, decided per
+        index) a training-pair composition; never a held-out pair, never depth 3."""
+        p = self.params
+        rng = random.Random(f"compose:{p.seed}:warm:{index}")
+        if rng.random() < p.warm_start_depth2:
+            return self._item("warm2", index, self.train_pairs, f"warm:{index}")
+        return self._item("warm1", index, self.transforms, f"warm:{index}")
+
+    def sft_completion(self, example: Example) -> str:
+        return example.answer
+
+    def score(self, completions: Sequence[str], examples: Sequence[Example]) -> list[float | None]:
+        if len(completions) != len(examples):
+            raise ValueError(f"score: {len(completions)} completions for {len(examples)} examples")
+        return [exact_string_reward(c, e.answer) for c, e in zip(completions, examples)]
+
+    def info(self) -> dict[str, Any]:
+        p = self.params
+        return {
+            "name": p.name,
+            "kind": p.kind,
+            "transforms": "".join(self.transforms),
+            "train_pairs": " ".join(self.train_pairs),
+            "heldout_pairs": " ".join(self.heldout_pairs),
+            "num_train": p.train_size,
+            "num_val": len(self._val),
+            "num_depth3": len(self._depth3),
+        }

@@ -1,0 +1,285 @@
+"""The widths after a round: the study folder fitted as ``rlvr-analyze`` fits it, and the width of every
+requested 95 % interval of α (per condition and target, or the common α), the runs per condition, size
+and seed, the responses spent, and each condition's horizon (docs/study.md, "A round").
+
+- :func:`measure` fits the study folder as ``rlvr-analyze`` does (``analysis.clocks.build_tables``,
+  ``analysis.report.fit_conditions``, the same bootstrap seed);
+- :func:`measurement` is the same without the reading and fitting (``benchmarks/study_vs_uniform.py``
+  feeds it simulated sweeps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rlvr_study.study_file import Study
+
+
+@dataclass
+class Measurement:
+    widths: pd.DataFrame  # condition (index into Study.conditions), label, target, width, exponent
+    runs: pd.DataFrame  # cond, P, B, seed, state, responses (every run directory read)
+    responses: float  # responses spent by every run of the folder
+    group_size: dict[int, int]  # P -> G
+    message: str = ""
+    labels: dict[int, str] = field(default_factory=dict)  # condition index -> the analysis' label
+    horizons: dict[int, float] = field(default_factory=dict)  # condition index -> horizon read to
+    proposed_horizons: dict[int, float] = field(default_factory=dict)  # from these runs (horizon_factor)
+    tables: object = None  # the analysis.clocks.Tables fitted
+    exps: pd.DataFrame | None = None  # the exponents table
+
+
+def _matches(value, wanted) -> bool:
+    try:
+        return math.isclose(float(value), float(wanted), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return str(value) == str(wanted)
+
+
+def _override_items(name) -> dict[str, str]:
+    """``key=value`` items of a run directory's name (Hydra's override_dirname: ``k=v,k=v``)."""
+    out = {}
+    for item in str(name).split(","):
+        key, eq, value = item.partition("=")
+        if eq:
+            out[key] = value
+    return out
+
+
+def condition_index(row: pd.Series, study: Study) -> int | None:
+    """Which of the study's conditions a run row (a ``build_tables`` row) belongs to: each condition
+    key is compared with the row's column of that name, or, for a key that is not a column (a config
+    group choice such as ``loss=clipped``, which the tables show as its values, ``loss.clip``), with the
+    override in the run directory's name."""
+    items = _override_items(row.get("run", ""))
+
+    def value(k):
+        if k in row.index and not (isinstance(row[k], float) and math.isnan(row[k])):
+            return row[k]
+        return items.get(k)
+
+    for i in range(len(study.conditions)):
+        if all(value(k) is not None and _matches(value(k), v) for k, v in study.condition_keys(i).items()):
+            return i
+    return None
+
+
+def measure(study: Study, horizons: dict[int, float] | None = None) -> Measurement:
+    """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
+    ``study.bootstrap``, ``--targets`` ``study.targets`` and ``--horizon`` the study's
+    ``horizons.json``) and return the requested widths. ``horizons``: condition index -> the horizon
+    the study fixed for it (the others: the runs' own, ``analysis.clocks``)."""
+    from analysis.clocks import build_tables
+    from analysis.load import load_source
+    from analysis.report import fit_conditions
+
+    empty_runs = pd.DataFrame(columns=["cond", "P", "B", "seed", "state", "responses"])
+    folder = Path(study.folder)
+    if not folder.is_dir():
+        return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no run yet")
+    loaded = load_source(str(folder))
+    tables = build_tables(loaded.runs, clock_options(study))
+    if tables.runs.empty:
+        return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
+    if horizons:
+        labels = condition_labels(study, tables)
+        fixed = {labels[i]: h for i, h in horizons.items() if labels.get(i)}
+        tables = build_tables(loaded.runs, clock_options(study, fixed))
+    exps, fits = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
+    return measurement(study, tables, exps, fits)
+
+
+def clock_options(study: Study, horizons: dict[str, float] | None = None):
+    """The analysis options of a study: its targets and crossing rule, and the horizons it fixed
+    (condition label -> responses; "auto" for the others)."""
+    from analysis.clocks import ClockOptions
+
+    return ClockOptions(
+        targets=tuple(study.targets) if study.targets else None,
+        crossing=study.crossing,
+        horizon=tuple(sorted(horizons.items())) if horizons else "auto",
+    )
+
+
+def condition_labels(study: Study, tables) -> dict[int, str]:
+    """Condition index -> the analysis' condition label (one label per study condition; "" when the
+    runs of a condition carry several labels, i.e. a key outside the study's varies between them)."""
+    out = {}
+    cond = [condition_index(r, study) for _, r in tables.runs.iterrows()]
+    for i in range(len(study.conditions)):
+        labels = sorted({label for c, label in zip(cond, tables.runs["condition"]) if c == i})
+        out[i] = labels[0] if len(labels) == 1 else ""
+    return out
+
+
+def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> float:
+    """The horizon of a targets condition from its pilot runs: ``horizon_factor`` times the slowest
+    crossing of the top target at the reference size (the size nearest ``lr.ref_responses``, else the
+    geometric middle of the sizes), rounded up to a whole rollout of the largest size and capped at
+    what the runs observed (the horizon they were read to). A pilot run at that size that never
+    crossed within it keeps the horizon where it is: the pilot has not seen the condition's time
+    scale. Chosen before any later run starts, so no later run can move it."""
+    from analysis.clocks import target_label
+
+    runs = tables.runs[tables.runs["condition"] == label]
+    if runs.empty or not tables.targets:
+        return math.inf
+    now = float(np.nanmin(runs["horizon"])) if "horizon" in runs else run_budget
+    now = min(now, run_budget)
+    top = target_label(max(tables.targets))
+    if top not in runs:
+        return now
+    sizes = np.unique(runs["B"].to_numpy(float))
+    ref = runs["lr.ref_responses"].dropna() if "lr.ref_responses" in runs else pd.Series(dtype=float)
+    ref_b = float(ref.iloc[0]) if len(ref) else float(np.exp(np.log(sizes).mean()))
+    at = runs[runs["B"] == sizes[np.argmin(np.abs(np.log(sizes) - np.log(ref_b)))]]
+    if at[f"{top}:censored"].astype(bool).any():
+        return now
+    slowest = float(at[top].max())
+    step = float(sizes.max())
+    return float(min(now, math.ceil(study.horizon_factor * slowest / step) * step))
+
+
+def _runs_table(tables, t: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: condition index, P, B, seed, state, responses, wall seconds, and per target
+    whether its crossing is known only to a coarse bracket (``limited:<target>``)."""
+    from analysis.clocks import target_label
+
+    runs = pd.DataFrame(
+        {
+            "cond": t["cond"],
+            "P": t["P"].astype(int),
+            "B": t["B"].astype(float),
+            "seed": t["seed"].astype(int),
+            "state": t["state"],
+            "responses": pd.to_numeric(t["final_responses"], errors="coerce").fillna(0.0),
+        }
+    )
+    # each run's wall time: the wall clock at its last evaluation (training and evaluation included)
+    if "wall_seconds" in tables.evals and len(tables.evals):
+        wall = pd.to_numeric(tables.evals["wall_seconds"], errors="coerce").groupby(tables.evals["run"]).max()
+        runs["wall_seconds"] = t["run"].map(wall).astype(float).to_numpy()
+    else:
+        runs["wall_seconds"] = math.nan
+    for target in tables.targets:  # crossings known only to a coarse bracket (analysis.clocks)
+        label = target_label(target)
+        col = f"{label}:resolution_limited"
+        if col in t and f"{label}:censored" in t:
+            reached = ~t[f"{label}:censored"].fillna(True).astype(bool)
+            runs[f"limited:{label}"] = t[col].fillna(False).astype(bool) & reached
+    return runs
+
+
+def _interval(lo, hi) -> float:
+    lo, hi = float(lo), float(hi)
+    return hi - lo if math.isfinite(lo) and math.isfinite(hi) else math.inf
+
+
+def _width_row(i: int, label: str, clock: str, target: float, hit: pd.DataFrame, goal: float) -> dict:
+    """The requested interval of one condition and clock from its exponents row (unbounded without one)."""
+    one = len(hit) == 1
+    return {
+        "condition": i,
+        "label": label,
+        "clock": clock,
+        "target": target,
+        "width": _interval(hit["ci_low"].iloc[0], hit["ci_high"].iloc[0]) if one else math.inf,
+        "exponent": float(hit["exponent"].iloc[0]) if one else math.nan,
+        "goal": goal,
+        "targets_width": math.nan,
+    }
+
+
+def _width_rows(
+    study: Study, i: int, label: str, mine: pd.DataFrame, targets, common: pd.DataFrame
+) -> list[dict]:
+    """The requested intervals of condition ``i`` (``mine``: its exponents rows): γ's for a ``failure``
+    condition; else the common α's where it answers for every target, or each target's α."""
+    from analysis.clocks import target_label
+
+    if study.clock_of(i) == "failure":
+        return [
+            _width_row(i, label, "failure", math.nan, mine[mine["clock"] == "failure"], study.failure_width)
+        ]
+    per_target = [
+        _width_row(i, label, target_label(a), float(a), mine[mine["clock"] == target_label(a)], study.width)
+        for a in targets
+    ]
+    row = common[common["condition"] == label] if label and not common.empty else common.iloc[0:0]
+    p_common = float(row["p_common"].iloc[0]) if len(row) == 1 and "p_common" in row else math.nan
+    # the common alpha answers for the study only where it combines every target (one left out
+    # for want of an exponent leaves that target's interval unbounded, not the common one narrow)
+    every = len(row) == 1 and str(row["targets"].iloc[0]) == " ".join(f"{a:g}" for a in targets)
+    if not (every and math.isfinite(p_common) and p_common >= 0.05):
+        return per_target
+    # the common-alpha test does not reject: the common alpha is the reported exponent, and its interval
+    # is the one that must be narrow; the per-target widths say how far each target's plan must go
+    # (plan_round scales the goal by their ratio to the common width)
+    widths = [r["width"] for r in per_target if math.isfinite(r["width"])]
+    return [
+        {
+            "condition": i,
+            "label": label,
+            "clock": "common",
+            "target": math.nan,
+            "width": _interval(row["ci_low"].iloc[0], row["ci_high"].iloc[0]),
+            "exponent": float(row["exponent_common"].iloc[0]),
+            "goal": study.width,
+            "targets_width": float(np.median(widths)) if widths else math.inf,
+        }
+    ]
+
+
+def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
+    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.clocks.build_tables``
+    (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.report.fit_conditions``
+    gives for them (without ``fits`` no common alpha is formed: every target's alpha is requested).
+    :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
+    simulated sweeps)."""
+    from analysis.cross import common_exponent_table
+
+    t = tables.runs.copy()
+    t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
+    runs = _runs_table(tables, t)
+    group_size = {int(p): int(g) for p, g in zip(t["P"], t["G"])}
+    common = common_exponent_table(tables, fits) if study.common and fits is not None else pd.DataFrame()
+    labels = {i: sorted(set(t.loc[t["cond"] == i, "condition"])) for i in range(len(study.conditions))}
+    rows = []
+    for i in range(len(study.conditions)):
+        label = labels[i][0] if len(labels[i]) == 1 else ""
+        rows += _width_rows(study, i, label, exps[exps["condition"].isin(labels[i])], tables.targets, common)
+    out = Measurement(pd.DataFrame(rows), runs, float(runs["responses"].sum()), group_size)
+    out.labels = {i: (v[0] if len(v) == 1 else "") for i, v in labels.items()}
+    out.tables, out.exps = tables, exps
+    if "horizon" in t:
+        for i, label in out.labels.items():
+            mine = t.loc[t["cond"] == i, "horizon"]
+            if label and len(mine):
+                out.horizons[i] = float(mine.min())
+                budget = float(np.nanmax(t.loc[t["cond"] == i, "budget"])) if "budget" in t else math.inf
+                if study.clock_of(i) == "targets":
+                    out.proposed_horizons[i] = proposed_horizon(study, tables, label, budget)
+    return out
+
+
+def format_widths(study: Study, m: Measurement) -> str:
+    """One line per condition and target: width against the goal."""
+    lines = [f"  {'condition':<44} {'interval':>12} {'exponent':>8} {'width':>8} {'goal':>6}"]
+    for r in m.widths.itertuples():
+        name = " ".join(study.condition_overrides(r.condition)) or "all"
+        what = (
+            f"alpha {r.target:g}"
+            if r.clock.startswith("target:")
+            else ("common alpha" if r.clock == "common" else "gamma")
+        )
+        w = f"{r.width:.3f}" if math.isfinite(r.width) else "inf"
+        a = f"{r.exponent:.3f}" if np.isfinite(r.exponent) else "-"
+        lines.append(
+            f"  {name:<44} {what:>12} {a:>8} {w:>8} {r.goal:>6g}  {'met' if r.width <= r.goal else 'open'}"
+        )
+    return "\n".join(lines)

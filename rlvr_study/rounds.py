@@ -1,0 +1,481 @@
+"""The next round of a study, and why a study stops (docs/study.md, "A round").
+
+``rlvr-study`` (:mod:`rlvr_study.cli`) calls :func:`plan_round` after each round, on the widths
+:func:`rlvr_study.measure.measure` measured. The round is planned in three steps, each a function that
+returns its result:
+
+1. :func:`cost_model`: the expected responses and wall seconds of one more run of each (condition, P):
+   the median of the ended runs of that condition and size, else the run budget (the condition's
+   horizon where the study fixed one);
+2. :func:`wanted_runs`: the runs each (condition, P) should have for every interval still wider than its
+   goal. A target's α (or the common α, through its targets): the planner's design
+   (:func:`rlvr_study.plan.plan_design`, fed by :func:`rlvr_study.plan.pilots_from_fits`) at the sizes
+   :func:`kept_sizes` keeps (sizes the planner drops, runs there censored at the budget, get no more
+   runs); γ of a ``clock: failure`` condition: the runs scaled by (width / goal)², at most doubled; a
+   condition without an exponent yet (no crossings at two sizes): one more seed at every size; where the
+   planner says the runs present suffice but the measured width is open: the extreme sizes scaled;
+3. :func:`allocate`: the runs missing from that, one at a time, the widest interval's condition first and
+   within it the (condition, size) whose run narrows the planned width of that interval the most per
+   response, while the round fits in its :class:`RoundBudget` (:func:`round_budget`, the one place that
+   decides what a round may spend).
+
+:class:`StopReason` names why a study stops: before a round (:func:`stop_before_round`) or because the
+round's plan is empty (:attr:`RoundPlan.stop`). Nothing here launches a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pandas as pd
+
+from rlvr_study.measure import Measurement
+from rlvr_study.plan import Truth, design_width, plan_design, run_responses
+from rlvr_study.study_file import Study
+
+# a round is planned into this share of the hours left: the predicted wall times of its runs (measured
+# on the rounds before) missed by up to 28 % under a changing machine load
+HOURS_MARGIN = 0.85
+
+
+class StopReason(Enum):
+    """Why a study stops; the value is what the output and ``study_state.json`` (``finished``) say."""
+
+    NO_READABLE_RUN = "no readable run"
+    WIDTHS_MET = "every requested width is met"
+    MAX_ROUNDS = "max_rounds reached"
+    BUDGET_HOURS = "budget.hours spent"
+    BUDGET_RESPONSES = "budget.responses spent"
+    NOTHING_TO_ADD = "nothing to add"
+
+    def describe(self, study: Study, m: Measurement | None = None) -> str:
+        """The line that says it, with the numbers and where to look where they help."""
+        if self is StopReason.MAX_ROUNDS:
+            return f"max_rounds ({study.max_rounds}) reached"
+        if self is StopReason.NO_READABLE_RUN:
+            why = f" ({m.message})" if m is not None and m.message else ""
+            return f"no readable run in {study.folder}{why}; see the runs' train.log"
+        return self.value
+
+
+# ------------------------------------------------------------------------------------------ budget
+@dataclass(frozen=True)
+class RoundBudget:
+    """What the next round may spend (:func:`round_budget`)."""
+
+    responses: float = math.inf  # responses the round's runs may spend
+    seconds: float = math.inf  # the round's wall seconds
+    parallel: float = 1.0  # runs that run at once: the round's wall time is its runs' summed, over this
+
+    def fits(self, responses: float, seconds: float) -> bool:
+        """Whether a round of ``responses`` and ``seconds`` of wall time (already over ``parallel``) fits."""
+        return responses <= self.responses and seconds <= self.seconds
+
+
+def round_budget(
+    study: Study, responses_spent: float, hours_spent: float, parallel: float = 1.0
+) -> RoundBudget:
+    """The one place that decides what a round may spend: the responses ``budget.responses`` leaves, and
+    as the round's wall time ``HOURS_MARGIN`` of the hours ``budget.hours`` leaves (each run at its
+    predicted wall time, :func:`cost_model`). ``hours_spent``: the wall time of the study's rounds so
+    far; ``parallel``: the runs the launcher ran at once (measured: ``rlvr_study.cli.parallel_runs``)."""
+    return RoundBudget(
+        responses=max(study.budget_responses - responses_spent, 0.0),
+        seconds=HOURS_MARGIN * (study.budget_hours - hours_spent) * 3600,
+        parallel=parallel,
+    )
+
+
+def stop_before_round(
+    study: Study, m: Measurement, rounds_done: int, budget: RoundBudget
+) -> StopReason | None:
+    """Why the study stops before planning another round (no readable run, every width met,
+    ``max_rounds`` rounds run, no time left in ``budget.hours``), or None."""
+    if m.widths.empty:
+        return StopReason.NO_READABLE_RUN
+    if (m.widths["width"] <= m.widths["goal"]).all():
+        return StopReason.WIDTHS_MET
+    if rounds_done >= study.max_rounds:
+        return StopReason.MAX_ROUNDS
+    if budget.seconds <= 0:
+        return StopReason.BUDGET_HOURS
+    return None
+
+
+# ---------------------------------------------------------------------------------------- planning
+@dataclass
+class Launch:
+    """One multirun of a round: a condition, its new seeds, the sizes that get them."""
+
+    condition: int
+    seeds: list[int]
+    sizes: list[int]  # prompts per rollout
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.seeds) * len(self.sizes)
+
+
+@dataclass
+class RoundPlan:
+    launches: list[Launch]
+    responses: float  # planned responses (each run at the median of its ended runs, else its budget)
+    notes: list[str] = field(default_factory=list)
+    # the budget ended the allocation with runs still wanted (BUDGET_RESPONSES or BUDGET_HOURS)
+    stop: StopReason | None = None
+
+    @property
+    def n_runs(self) -> int:
+        return sum(launch.n_runs for launch in self.launches)
+
+
+def pilot_plan(study: Study, run_budget: float, group_size: int) -> RoundPlan:
+    """The first round: ``pilot_seeds`` seeds at every size, for every condition."""
+    seeds = list(range(study.pilot_seeds))
+    launches = [Launch(i, seeds, list(study.sizes)) for i in range(len(study.conditions))]
+    cost = sum(run_responses(p * group_size, run_budget) for p in study.sizes) * len(seeds)
+    return RoundPlan(launches, cost * len(study.conditions))
+
+
+def seeds_used(m: Measurement) -> dict[tuple[int, int], set[int]]:
+    """(condition, P) -> the seeds the folder's runs of that condition and size used."""
+    used: dict[tuple[int, int], set[int]] = {}
+    for r in m.runs.itertuples():
+        if r.cond is not None and not pd.isna(r.cond):
+            used.setdefault((int(r.cond), int(r.P)), set()).add(int(r.seed))
+    return used
+
+
+def group_launches(
+    additions: dict[tuple[int, int], int], used: dict[tuple[int, int], set[int]]
+) -> list[Launch]:
+    """Runs to add per (condition, P) as multiruns: each (condition, P) takes the next unused seeds.
+    Sizes of a condition whose new seeds start at the same number share multiruns in layers: with 10
+    new runs at P = 4 and 11 at P = 32, seeds 2..11 at both sizes, then seed 12 at P = 32."""
+    by_start: dict[tuple[int, int], dict[int, int]] = {}
+    for (cond, p), k in sorted(additions.items()):
+        if k <= 0:
+            continue
+        have = used.get((cond, p), set())
+        start = max(have) + 1 if have else 0
+        by_start.setdefault((cond, start), {})[p] = k
+    out = []
+    for (cond, start), counts in sorted(by_start.items()):
+        done = 0
+        for level in sorted(set(counts.values())):
+            sizes = sorted(p for p, k in counts.items() if k >= level)
+            out.append(Launch(cond, list(range(start + done, start + level)), sizes))
+            done = level
+    return out
+
+
+def kept_sizes(study: Study, m: Measurement, cond: int, clock: str) -> tuple[list[int], list[str]]:
+    """The sizes that may get more runs for one condition and target: a size the fit leaves out as
+    *early* (most crossings within the first rollouts, all but one such size:
+    ``analysis.report.early_sizes``), and a size where every run crossed the target within a
+    resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of the crossing:
+    ``analysis.clocks``), is dropped, as long as two sizes remain; more seeds there add runs that no
+    reported exponent uses, or whose crossing is known only to that bracket. Returns the sizes kept and
+    a note per size dropped."""
+    col = f"limited:{clock}"
+    early: set[float] = set()
+    if m.exps is not None and len(m.exps) and "sizes_early" in m.exps and m.labels.get(cond):
+        row = m.exps[(m.exps["condition"] == m.labels[cond]) & (m.exps["clock"] == clock)]
+        if len(row):
+            early = {float(b) for b in str(row["sizes_early"].iloc[0]).split() if b != "nan"}
+    limited = []
+    for p in study.sizes:
+        at = m.runs[(m.runs["cond"] == cond) & (m.runs["P"] == p)]
+        if len(at) and (set(at["B"].astype(float)) & early or (col in m.runs and at[col].astype(bool).all())):
+            limited.append(p)
+    if len(study.sizes) - len(limited) < 2:
+        return list(study.sizes), []
+    notes = [
+        f"condition {cond} {clock}: P={p} dropped: its crossings are resolution-limited" for p in limited
+    ]
+    return [p for p in study.sizes if p not in limited], notes
+
+
+# ------------------------------------------------------------------------------- step 1: cost model
+@dataclass(frozen=True)
+class CostModel:
+    """What one more run of a (condition, P) is expected to cost (:func:`cost_model`)."""
+
+    size: dict[int, float]  # P -> B (P times the group size)
+    responses: dict[tuple[int, int], float]  # (condition, P) -> responses
+    seconds: dict[tuple[int, int], float]  # (condition, P) -> wall seconds of the run alone
+
+
+def cost_model(
+    study: Study, m: Measurement, run_budget: float, horizons: dict[int, float] | None = None
+) -> CostModel:
+    """The expected cost of one more run of every (condition, P) of the study. Responses: the median of
+    the ended runs of that condition and size (runs that fail cost less than the budget), the run budget
+    rounded up to whole rollouts where none ended, and never more than the horizon the study fixed for
+    the condition (``horizons``: condition -> responses; a new run trains to it). Wall seconds: the
+    median of the ended runs of that condition and size (evaluations and start-up included; scaled down
+    where those runs ran past the horizon a new one stops at), elsewhere the responses at the seconds
+    per response of every ended run (0 where no run recorded its wall time)."""
+    horizons = horizons or {}
+    default_g = next(iter(m.group_size.values())) if m.group_size else 1
+    size = {p: float(p * m.group_size.get(p, default_g)) for p in study.sizes}
+    ended = m.runs[m.runs["state"].isin(["completed", "failed"])] if "state" in m.runs else m.runs.iloc[0:0]
+    spent_at = ended.groupby(["cond", "P"])["responses"].median().to_dict() if len(ended) else {}
+    walls = ended["wall_seconds"] if "wall_seconds" in ended else pd.Series(dtype=float)
+    wall_at = walls.groupby([ended["cond"], ended["P"]]).median().to_dict() if walls.notna().any() else {}
+    ok = walls.notna() & (ended["responses"] > 0) if len(ended) else pd.Series(dtype=bool)
+    per_response = float(walls[ok].sum() / ended["responses"][ok].sum()) if ok.any() else 0.0
+    responses: dict[tuple[int, int], float] = {}
+    seconds: dict[tuple[int, int], float] = {}
+    for cond in range(len(study.conditions)):
+        for p in study.sizes:
+            full = run_responses(size[p], min(run_budget, horizons.get(cond, math.inf)))
+            seen = spent_at.get((cond, p))
+            cost = min(full, float(seen)) if seen is not None and seen > 0 else full
+            wall = wall_at.get((cond, p))
+            if wall is None or not math.isfinite(wall):
+                seconds[(cond, p)] = cost * per_response
+            else:  # runs that ended at the budget ran longer than a run to the horizon will
+                seconds[(cond, p)] = float(wall) * min(cost / seen if seen else 1.0, 1.0)
+            responses[(cond, p)] = cost
+    return CostModel(size, responses, seconds)
+
+
+# ------------------------------------------------------------------------------ step 2: wanted runs
+@dataclass
+class WantedRuns:
+    """What the open intervals of a round want (:func:`wanted_runs`)."""
+
+    runs: dict[tuple[int, int], int] = field(default_factory=dict)  # (condition, P) -> runs to have
+    notes: list[str] = field(default_factory=list)
+    # condition -> (truth, width / goal) of each interval the planner planned (scores a run's narrowing)
+    truths: dict[int, list[tuple[Truth, float]]] = field(default_factory=dict)
+    # condition -> width / goal of its widest planned interval (the planner's or γ's): served first
+    ratios: dict[int, float] = field(default_factory=dict)
+
+
+def _union(parts: list[WantedRuns]) -> WantedRuns:
+    """One :class:`WantedRuns` of several: the most runs any part wants per (condition, P), the notes in
+    order, every planned truth, the widest ratio per condition."""
+    out = WantedRuns()
+    for part in parts:
+        for key, n in part.runs.items():
+            out.runs[key] = max(out.runs.get(key, 0), n)
+        out.notes += part.notes
+        for cond, truths in part.truths.items():
+            out.truths[cond] = out.truths.get(cond, []) + truths
+        for cond, ratio in part.ratios.items():
+            out.ratios[cond] = max(out.ratios.get(cond, 0.0), ratio)
+    return out
+
+
+def _grown(n: int, ratio: float) -> int:
+    """Runs after scaling ``n`` by (width / goal)^2 = ``ratio``^2, at most doubling them (an unbounded
+    interval doubles them)."""
+    factor = min(ratio**2, 4.0) if math.isfinite(ratio) else 4.0
+    return min(math.ceil(n * factor), 2 * max(n, 1))
+
+
+def _target_runs(
+    study: Study,
+    m: Measurement,
+    costs: CostModel,
+    cond: int,
+    clock: str,
+    truth: Truth,
+    goal: float,
+    ratio: float,
+) -> WantedRuns:
+    """The planner's runs per kept size for one target's interval to reach ``goal``."""
+    sizes, notes = kept_sizes(study, m, cond, clock)
+    design = plan_design(
+        [costs.size[p] for p in sizes],
+        [truth],
+        goal,
+        min_seeds=study.pilot_seeds,
+        max_runs=400,
+        assurance=study.assurance,
+    )
+    runs = {}
+    for b, n in zip(design.sizes, design.seeds):
+        p = next(p for p in study.sizes if costs.size[p] == b)
+        runs[(cond, p)] = int(n)
+    notes += [f"condition {cond} {clock}: {d}" for d in design.dropped]
+    return WantedRuns(runs, notes, {cond: [(truth, ratio)]}, {cond: ratio})
+
+
+def _failure_runs(study: Study, cond: int, r, have: dict[tuple[int, int], int]) -> WantedRuns:
+    """γ's interval narrows as 1 / sqrt(runs) (the onsets' scatter does not depend on the design the way
+    evaluation brackets do): (width / goal)^2 times the runs at every size, at most doubling them in one
+    round; an unbounded interval doubles them."""
+    factor = (r.width / r.goal) ** 2 if math.isfinite(r.width) else 4.0
+    runs = {(cond, p): _grown(have.get((cond, p), 0), r.width / r.goal) for p in study.sizes}
+    note = (
+        f"condition {cond} failure: width {r.width:.3f} > {r.goal:g}: runs scaled by "
+        f"{min(factor, 4.0):.2f} (at most doubled)"
+    )
+    return WantedRuns(runs, [note], ratios={cond: r.width / r.goal if math.isfinite(r.width) else math.inf})
+
+
+def _interval_runs(
+    study: Study,
+    m: Measurement,
+    pilots: list,
+    costs: CostModel,
+    cond: int,
+    r,
+    have: dict[tuple[int, int], int],
+) -> WantedRuns:
+    """What one open interval (a row of ``m.widths``) wants."""
+    if r.clock == "failure":
+        return _failure_runs(study, cond, r, have)
+    if r.clock == "common":
+        # plan every target of the condition so that the common interval meets the goal: each target's
+        # goal is the common goal times the current ratio of the targets' (median) width to the common
+        # width
+        scale = r.targets_width / r.width if math.isfinite(r.targets_width) and r.width > 0 else 1.0
+        return _union(
+            [
+                _target_runs(study, m, costs, cond, q.target, q.truth, r.goal * scale, r.width / r.goal)
+                for q in pilots
+                if q.condition == r.label
+            ]
+        )
+    pilot = next((q for q in pilots if q.condition == r.label and q.target == r.clock), None)
+    if pilot is None:
+        runs = {(cond, p): have.get((cond, p), 0) + 1 for p in study.sizes}
+        return WantedRuns(runs, [f"condition {cond} {r.clock}: no exponent yet, one more seed at every size"])
+    return _target_runs(study, m, costs, cond, r.clock, pilot.truth, r.goal, r.width / r.goal)
+
+
+def _extreme_sizes(
+    study: Study,
+    cond: int,
+    rows: pd.DataFrame,
+    wanted: dict[tuple[int, int], int],
+    have: dict[tuple[int, int], int],
+) -> WantedRuns:
+    """The plan comes from the pilot's point estimates: where it says the runs present already meet a
+    width the measured interval does not, add runs anyway at the condition's extreme sizes (the slope's
+    lever arm), scaled by (width / goal)^2 and at most doubled, rather than stop unmet."""
+    sizes = [p for p in study.sizes if (cond, p) in wanted] or list(study.sizes)
+    if any(wanted[(cond, p)] > have.get((cond, p), 0) for p in sizes if (cond, p) in wanted):
+        return WantedRuns()
+    ratio = float((rows["width"] / rows["goal"]).max())
+    factor = min(ratio**2, 4.0) if math.isfinite(ratio) else 4.0
+    runs = {}
+    for p in {sizes[0], sizes[-1]}:
+        n = have.get((cond, p), 0)
+        runs[(cond, p)] = max(n + 1, _grown(n, ratio))
+    note = (
+        f"condition {cond}: the plan from the pilot's estimates is met but the measured width is not: "
+        f"runs at P={sizes[0]} and P={sizes[-1]} scaled by {factor:.2f} (at most doubled)"
+    )
+    return WantedRuns(runs, [note])
+
+
+def wanted_runs(
+    study: Study, m: Measurement, pilots: list, costs: CostModel, have: dict[tuple[int, int], int]
+) -> WantedRuns:
+    """The runs each (condition, P) should have for every interval of ``m`` wider than its goal (module
+    docstring, step 2). ``have``: (condition, P) -> the runs the folder holds."""
+    open_rows = m.widths[m.widths["width"] > m.widths["goal"]]
+    conds = sorted(set(open_rows["condition"]))
+    wanted = _union(
+        [
+            _interval_runs(study, m, pilots, costs, cond, r, have)
+            for cond in conds
+            for r in open_rows[open_rows["condition"] == cond].itertuples()
+        ]
+    )
+    extra = [
+        _extreme_sizes(study, c, open_rows[open_rows["condition"] == c], wanted.runs, have) for c in conds
+    ]
+    return _union([wanted, *extra])
+
+
+# ---------------------------------------------------------------------------------- step 3: budget
+@dataclass
+class Allocation:
+    """The runs a round takes (:func:`allocate`)."""
+
+    added: dict[tuple[int, int], int]  # (condition, P) -> new runs
+    responses: float  # their expected responses
+    seconds: float  # their expected wall time (over the budget's ``parallel``)
+    stop: StopReason | None = None  # the budget ended it with runs still wanted
+    notes: list[str] = field(default_factory=list)
+
+
+def _narrowing(study: Study, costs: CostModel, truth: Truth, now: list[int], key: tuple[int, int]) -> float:
+    """How much one more run at ``key`` narrows the planned width of ``truth``'s interval, per response,
+    from ``now`` runs per size of the study."""
+    sizes = [costs.size[q] for q in study.sizes]
+    after = list(now)
+    after[study.sizes.index(key[1])] += 1
+    before = design_width(sizes, now, truth, study.assurance)
+    return (before - design_width(sizes, after, truth, study.assurance)) / costs.responses[key] + 1e-12
+
+
+def allocate(
+    study: Study, costs: CostModel, wanted: WantedRuns, have: dict[tuple[int, int], int], budget: RoundBudget
+) -> Allocation:
+    """The runs missing from ``wanted``, one at a time while the round fits in ``budget`` (and
+    ``max_runs_per_round``): the widest interval's condition first, then the run that narrows that
+    condition's widest planned interval the most per response (conditions without a planned interval,
+    a missing exponent or γ: the cheapest sizes first)."""
+    deficit = {k: n - have.get(k, 0) for k, n in wanted.runs.items() if n > have.get(k, 0)}
+    widest = {c: max(v, key=lambda x: x[1])[0] for c, v in wanted.truths.items()}
+    cap = study.max_runs_per_round or 10**9
+    out = Allocation({}, 0.0, 0.0)
+
+    def score(key: tuple[int, int]) -> tuple[float, float]:
+        cond = key[0]
+        if cond not in widest:
+            return wanted.ratios.get(cond, math.inf), 1.0 / costs.responses[key]
+        now = [have.get((cond, q), 0) + out.added.get((cond, q), 0) for q in study.sizes]
+        return wanted.ratios.get(cond, math.inf), _narrowing(study, costs, widest[cond], now, key)
+
+    wall = {k: costs.seconds[k] / budget.parallel for k in deficit}  # a run's share of the round's time
+    while deficit and sum(out.added.values()) < cap:
+        affordable = [
+            k for k in deficit if budget.fits(out.responses + costs.responses[k], out.seconds + wall[k])
+        ]
+        if not affordable:
+            by_responses = any(out.responses + costs.responses[k] <= budget.responses for k in deficit)
+            out.stop = StopReason.BUDGET_HOURS if by_responses else StopReason.BUDGET_RESPONSES
+            left = "hours left (at the runs' measured wall times)" if by_responses else "responses left"
+            out.notes.append(f"budget: the rest of the planned runs do not fit in the {left}")
+            break
+        key = max(affordable, key=score)
+        out.added[key] = out.added.get(key, 0) + 1
+        out.responses += costs.responses[key]
+        out.seconds += wall[key]
+        deficit[key] -= 1
+        if deficit[key] == 0:
+            del deficit[key]
+    return out
+
+
+def plan_round(
+    study: Study,
+    m: Measurement,
+    pilots: list,
+    run_budget: float,
+    budget: RoundBudget,
+    horizons: dict[int, float] | None = None,
+) -> RoundPlan:
+    """The next round (module docstring): :func:`cost_model`, :func:`wanted_runs`, :func:`allocate`.
+    ``pilots``: :class:`rlvr_study.plan.PilotCondition` list of the folder (with the analysis' condition
+    labels), ``run_budget``: ``train.max_responses``, ``budget``: what the round may spend
+    (:func:`round_budget`), ``horizons``: condition -> the horizon the study fixed (a new run of that
+    condition trains to it, and costs that much)."""
+    used = seeds_used(m)
+    have = {k: len(v) for k, v in used.items()}
+    costs = cost_model(study, m, run_budget, horizons)
+    wanted = wanted_runs(study, m, pilots, costs, have)
+    taken = allocate(study, costs, wanted, have, budget)
+    return RoundPlan(
+        group_launches(taken.added, used), taken.responses, wanted.notes + taken.notes, taken.stop
+    )

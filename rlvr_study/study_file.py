@@ -1,0 +1,230 @@
+"""The study file of ``rlvr-study`` (docs/study.md, "Adaptive rounds"): its keys, their validation (a
+wrong key fails before any compute, with a message naming it) and the :class:`Study` it describes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+KEYS = {
+    "name",
+    "sweep",
+    "overrides",
+    "conditions",
+    "sizes",
+    "targets",
+    "width",
+    "budget",
+    "pilot_seeds",
+    "max_rounds",
+    "launcher",
+    "folder",
+    "bootstrap",
+    "max_runs_per_round",
+    "common",
+    "crossing",
+    "failure_width",
+    "horizon_factor",
+    "assurance",
+}
+# Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
+# (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
+CONDITION_DIRECTIVES = {"clock"}
+# Keys a study sets itself on every launch: a condition or an override may not set them.
+# A study never stops a run at its targets (a run's length would move its crossings) and fixes each
+# condition's horizon itself (eval.horizon, after the pilot).
+RESERVED = {
+    "seed",
+    "rollout.prompts_per_rollout",
+    "run.sweep",
+    "hydra.sweep.dir",
+    "sweeps",
+    "train.stop_at_targets",
+    "eval.horizon",
+}
+
+
+class StudyError(ValueError):
+    """A study that cannot go on: a wrong study file (the message names the key), a wrong override or
+    condition, a state file it cannot resume, a round whose ``rlvr-train`` failed. ``rlvr-study`` prints
+    the message and exits with status 2."""
+
+
+@dataclass
+class Study:
+    name: str
+    sizes: list[int]  # rollout.prompts_per_rollout values
+    width: float = 0.12
+    budget_responses: float = math.inf
+    budget_hours: float = math.inf
+    sweep: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    conditions: list[dict] = field(default_factory=lambda: [{}])
+    targets: list[float] | None = None
+    pilot_seeds: int = 2
+    max_rounds: int = 5
+    launcher: list[str] = field(default_factory=list)
+    folder: Path = Path("runs")
+    bootstrap: int = 1000
+    max_runs_per_round: int | None = None
+    common: bool = True  # one common alpha per condition where the common-alpha test does not reject
+    crossing: str = "interval"  # analysis.clocks crossing mode: interval | isotonic
+    failure_width: float = 0.6  # the requested width of gamma's interval (conditions with clock: failure)
+    # each targets condition's horizon, fixed after the pilot: this many times the slowest pilot crossing
+    # of the top target at the reference size (capped at the run budget; docs/study.md)
+    horizon_factor: float = 4.0
+    # the planner plans for the width to be met with this probability (0.5: the median width)
+    assurance: float = 0.8
+
+    def condition_overrides(self, i: int) -> list[str]:
+        return [
+            f"{k}={_hydra_value(v)}" for k, v in self.conditions[i].items() if k not in CONDITION_DIRECTIVES
+        ]
+
+    def condition_keys(self, i: int) -> dict:
+        return {k: v for k, v in self.conditions[i].items() if k not in CONDITION_DIRECTIVES}
+
+    def clock_of(self, i: int) -> str:
+        return str(self.conditions[i].get("clock", "targets"))
+
+
+def _hydra_value(v) -> str:
+    if isinstance(v, list):
+        return "[" + ",".join(_hydra_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
+
+
+def _positive(raw: dict, key: str, kind=float):
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise StudyError(f"{key}: must be a positive number, got {value!r}")
+    if kind is int and int(value) != value:
+        raise StudyError(f"{key}: must be an integer, got {value!r}")
+    return kind(value)
+
+
+def _override_list(raw: dict, key: str) -> list[str]:
+    value = raw.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and "=" in v for v in value):
+        raise StudyError(f"{key}: must be a list of key=value overrides, got {value!r}")
+    for v in value:
+        k = v.split("=", 1)[0].lstrip("+~")
+        if k in RESERVED:
+            raise StudyError(f"{key}: {k} is set by the study (sizes, seeds, name, folder), not here")
+        if "," in v.split("=", 1)[1] and not v.split("=", 1)[1].startswith("["):
+            raise StudyError(f"{key}: {v!r} is a sweep; give the values as conditions")
+    return value
+
+
+def parse_study(raw: dict, base: Path = Path(".")) -> Study:
+    """A :class:`Study` from the parsed YAML mapping; :class:`StudyError` names the first wrong key."""
+    if not isinstance(raw, dict):
+        raise StudyError("study file: must be a mapping of keys (name, sizes, budget, ...)")
+    unknown = sorted(set(raw) - KEYS)
+    if unknown:
+        raise StudyError(f"{unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
+    for key in ("name", "sizes", "budget"):
+        if key not in raw:
+            raise StudyError(f"{key}: required")
+    name = raw["name"]
+    if not isinstance(name, str) or not name or any(c in name for c in "/ ,="):
+        raise StudyError(f"name: must be a plain word (no '/', ',', '=' or spaces), got {name!r}")
+    sizes = raw["sizes"]
+    if not isinstance(sizes, list) or len(sizes) < 2:
+        raise StudyError(f"sizes: at least two rollout.prompts_per_rollout values, got {sizes!r}")
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise StudyError(f"sizes: positive integers (prompts per rollout), got {sizes!r}")
+    if len(set(sizes)) != len(sizes):
+        raise StudyError(f"sizes: repeated values in {sizes!r}")
+    study = Study(name=name, sizes=sorted(sizes), folder=base / "runs" / name)
+    budget = raw["budget"]
+    if not isinstance(budget, dict) or not budget or set(budget) - {"responses", "hours"}:
+        raise StudyError(f"budget: a mapping with responses and/or hours, got {budget!r}")
+    if "responses" in budget:
+        study.budget_responses = (
+            _positive(budget, "responses") if budget["responses"] is not None else math.inf
+        )
+    if "hours" in budget:
+        study.budget_hours = _positive(budget, "hours") if budget["hours"] is not None else math.inf
+    if math.isinf(study.budget_responses) and math.isinf(study.budget_hours):
+        raise StudyError("budget: give responses or hours")
+    if "width" in raw:
+        study.width = _positive(raw, "width")
+    if "failure_width" in raw:
+        study.failure_width = _positive(raw, "failure_width")
+    if "horizon_factor" in raw:
+        study.horizon_factor = _positive(raw, "horizon_factor")
+        if study.horizon_factor < 1:
+            raise StudyError(f"horizon_factor: at least 1, got {study.horizon_factor!r}")
+    if "assurance" in raw:
+        value = raw["assurance"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:
+            raise StudyError(f"assurance: a probability in [0.5, 1), got {value!r}")
+        study.assurance = float(value)
+    if "common" in raw:
+        if not isinstance(raw["common"], bool):
+            raise StudyError(f"common: true or false, got {raw['common']!r}")
+        study.common = raw["common"]
+    if "crossing" in raw:
+        if raw["crossing"] not in ("interval", "isotonic"):
+            raise StudyError(f"crossing: interval or isotonic, got {raw['crossing']!r}")
+        study.crossing = raw["crossing"]
+    for key, kind in (
+        ("pilot_seeds", int),
+        ("max_rounds", int),
+        ("bootstrap", int),
+        ("max_runs_per_round", int),
+    ):
+        if key in raw and raw[key] is not None:
+            setattr(study, key, _positive(raw, key, kind))
+    if study.pilot_seeds < 2:
+        raise StudyError("pilot_seeds: at least 2 (the least the bootstrap can resample)")
+    if "sweep" in raw and raw["sweep"] is not None:
+        if not isinstance(raw["sweep"], str):
+            raise StudyError(f"sweep: the name of a sweeps/ file, got {raw['sweep']!r}")
+        study.sweep = raw["sweep"]
+    study.overrides = _override_list(raw, "overrides")
+    study.launcher = _override_list(raw, "launcher")
+    if "conditions" in raw and raw["conditions"] is not None:
+        conds = raw["conditions"]
+        if not isinstance(conds, list) or not conds or not all(isinstance(c, dict) for c in conds):
+            raise StudyError(f"conditions: a list of mappings of overrides, got {conds!r}")
+        for c in conds:
+            if str(c.get("clock", "targets")) not in ("targets", "failure"):
+                raise StudyError(f"conditions: clock must be targets or failure, got {c['clock']!r}")
+        keys = {tuple(sorted(k for k in c if k not in CONDITION_DIRECTIVES)) for c in conds}
+        if len(keys) != 1:
+            raise StudyError("conditions: every condition must set the same keys")
+        for k in keys.pop():
+            if k in RESERVED:
+                raise StudyError(f"conditions: {k} is set by the study, not by a condition")
+        if len({tuple(sorted((k, str(v)) for k, v in c.items())) for c in conds}) != len(conds):
+            raise StudyError("conditions: two conditions are the same")
+        study.conditions = conds
+    if "targets" in raw and raw["targets"] is not None:
+        t = raw["targets"]
+        if not isinstance(t, list) or not t or not all(isinstance(x, (int, float)) and 0 < x < 1 for x in t):
+            raise StudyError(f"targets: accuracies in (0, 1), got {t!r}")
+        study.targets = [float(x) for x in t]
+    if "folder" in raw and raw["folder"] is not None:
+        study.folder = base / str(raw["folder"])
+    return study
+
+
+def load_study(path: str | Path, base: Path | None = None) -> Study:
+    """Read and validate a study file; ``base``: where relative folders live (default: the cwd)."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"study file: {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise StudyError(f"study file: {path} is not YAML ({err})") from err
+    return parse_study(raw, base if base is not None else Path("."))

@@ -1,0 +1,175 @@
+"""Crossings read to a horizon fixed before the runs, and brackets in whole rollouts (analysis/clocks.py).
+
+The acceptance of the horizon: continuing or extending any run past its condition's horizon changes no
+crossing. Checked on noisy synthetic curves (half the runs of a sweep get evaluations after the horizon,
+with accuracies that would move an isotonic crossing if they were read) and on real runs of the embedded
+default (tests/study/test_horizon_real.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.clocks import ClockOptions, build_tables, rollout_after
+from analysis.load import RunRecord
+from analysis.synthetic import SyntheticSpec, records
+
+TARGET_COLUMNS = ("", ":lower", ":censored", ":censored_by", ":resolution_limited")
+
+
+def _spec(**kw) -> SyntheticSpec:
+    base = dict(
+        sizes=(32, 64, 128, 256),
+        seeds=4,
+        alpha=0.3,
+        prefactor=1500.0,
+        sigma=0.25,
+        gamma=None,
+        targets=(0.3, 0.5),
+        budget=12000,
+        eval_every=256,
+        acc_noise=0.03,
+        b_noise=None,
+        seed=3,
+    )
+    base.update(kw)
+    return SyntheticSpec(**base)
+
+
+def _extend(record: RunRecord, until: float, rng: np.random.Generator, level: float) -> RunRecord:
+    """The same run continued past its budget to ``until``: more rollouts and evaluations whose
+    accuracy sits at ``level`` plus noise (a late rise or a fall), and a larger budget in its config."""
+    rec = copy.deepcopy(record)
+    size = float(rec.config["rollout"]["prompts_per_rollout"] * rec.config["rollout"]["group_size"])
+    last = dict(rec.rows[-1])
+    responses = float(last["responses"])
+    while responses < until:
+        responses += size
+        row = {k: v for k, v in last.items() if not k.startswith("eval/")}
+        row["responses"] = responses
+        row["rollout"] = int(responses // size)
+        rec.rows.append(row)
+        if int(responses // size) % 3 == 0:
+            rec.rows.append({**row, "eval/accuracy": float(np.clip(level + rng.normal(0, 0.05), 0, 1))})
+    rec.config["train"]["max_responses"] = int(until)
+    if isinstance(rec.summary, dict):
+        rec.summary = {k: v for k, v in rec.summary.items() if k != "targets"}
+    return rec
+
+
+def _target_frame(tables, targets) -> pd.DataFrame:
+    cols = [f"target:{a:g}{s}" for a in targets for s in TARGET_COLUMNS]
+    return tables.runs.set_index("run")[cols].sort_index()
+
+
+@pytest.mark.parametrize("crossing", ["interval", "isotonic"])
+@pytest.mark.parametrize("level", [0.95, 0.0])
+def test_continuing_half_the_runs_past_the_horizon_changes_no_crossing(crossing, level):
+    recs = records(_spec())
+    rng = np.random.default_rng(0)
+    extended = [_extend(r, 40000, rng, level) if i % 2 else r for i, r in enumerate(recs)]
+    opts = ClockOptions(crossing=crossing)
+    before, after = build_tables(recs, opts), build_tables(extended, opts)
+    assert (after.runs["horizon"] == 12000).all()  # the smallest planned horizon of the condition
+    assert after.runs["past_horizon"].all()
+    pd.testing.assert_frame_equal(_target_frame(before, (0.3, 0.5)), _target_frame(after, (0.3, 0.5)))
+    # without a horizon the same continuation moves crossings (what the horizon prevents)
+    loose = ClockOptions(crossing=crossing, horizon=None)
+    moved = _target_frame(build_tables(recs, loose), (0.3, 0.5)).compare(
+        _target_frame(build_tables(extended, loose), (0.3, 0.5))
+    )
+    if crossing == "isotonic" or level > 0.5:
+        assert len(moved) > 0
+
+
+def test_a_run_continued_past_the_horizon_is_censored_there_with_its_cause():
+    recs = records(_spec(targets=(0.3, 0.78), budget=6000))
+    base = build_tables(recs).runs.set_index("run")
+    never = [r for r in recs if base.loc[r.run, "target:0.78:censored"]]
+    assert len(never) >= 2
+    rng = np.random.default_rng(1)
+    grown = {r.run for r in never[:1]}
+    extended = [_extend(r, 20000, rng, 0.79) if r.run in grown else r for r in recs]
+    runs = build_tables(extended).runs.set_index("run")
+    for run in grown:  # reached 0.78 after the horizon only: censored there, as at its budget before
+        row, was = runs.loc[run], base.loc[run]
+        assert row["target:0.78:censored"] and row["target:0.78:censored_by"] == "budget"
+        assert row["target:0.78"] == was["target:0.78"] <= 6000 + row["B"]
+        assert row["final_responses"] >= 20000
+
+
+def test_a_failure_after_the_horizon_is_censored_at_the_horizon():
+    recs = records(_spec(gamma=0.0, failure_prefactor=3000.0, failure_sigma=0.2, budget=40000))
+    failed = [r for r in recs if r.status["state"] == "failed"]
+    assert failed
+    tables = build_tables(recs, ClockOptions(horizon=2500.0))
+    runs = tables.runs.set_index("run")
+    for rec in failed:
+        onset = rec.status["failure"]["onset_responses"]
+        row = runs.loc[rec.run]
+        end = row["B"] * math.ceil(2500 / row["B"])  # the rollout that reaches the horizon
+        if onset > end:
+            last_row = max(r["responses"] for r in rec.rows if r["responses"] <= end)
+            assert row["failure:censored"] and row["failure"] == last_row
+        else:
+            assert not row["failure:censored"] and row["failure"] == onset
+
+
+def test_runs_stopped_at_their_targets_are_reported():
+    recs = records(_spec())
+    stopped = copy.deepcopy(recs[0])
+    stopped.rows = [r for r in stopped.rows if r["responses"] <= 3000]
+    stopped.config["train"]["stop_at_targets"] = True
+    tables = build_tables([stopped, *recs[1:]])
+    assert any("stopped before the horizon" in m for m in tables.messages)
+    assert stopped.run in set(tables.runs["run"])  # one condition still: the stop rule is bookkeeping
+    assert tables.runs["condition"].nunique() == 1
+
+
+def _hand_run(size: int, evals: list[tuple[int, float]], budget: int) -> RunRecord:
+    rows = []
+    for responses, acc in evals:
+        if responses:
+            rows.append({"rollout": responses // size, "responses": responses, "tokens": 10 * responses})
+        rows.append(
+            {
+                "rollout": responses // size,
+                "responses": responses,
+                "tokens": 10 * responses,
+                "eval/accuracy": acc,
+            }
+        )
+    config = {
+        "seed": 0,
+        "rollout": {"prompts_per_rollout": size // 8, "group_size": 8},
+        "train": {"max_responses": budget},
+        "eval": {"targets": [0.3]},
+    }
+    return RunRecord(
+        run=f"b{size}", path="mem", source="dir", config=config, rows=rows, status={"state": "completed"}
+    )
+
+
+def test_brackets_are_whole_rollouts_and_the_first_rollout_is_the_floor():
+    # B = 64: evaluations at 0, 64 (first rollout), 256, 320; the target is met at 64 and at 320
+    first = _hand_run(64, [(0, 0.1), (64, 0.35), (256, 0.4)], 256)
+    later = _hand_run(32, [(0, 0.1), (64, 0.2), (96, 0.25), (160, 0.31)], 160)
+    every = _hand_run(16, [(0, 0.1), (16, 0.2), (32, 0.31)], 32)
+    runs = build_tables([first, later, every], ClockOptions(horizon=None)).runs.set_index("run")
+    assert runs.loc["b64", "target:0.3"] == 64 and runs.loc["b64", "target:0.3:lower"] == 64  # exact: R = B
+    assert runs.loc["b32", "target:0.3"] == 160 and runs.loc["b32", "target:0.3:lower"] == 128  # 96 + B
+    assert runs.loc["b16", "target:0.3:lower"] == runs.loc["b16", "target:0.3"] == 32  # every rollout: exact
+    continuous = build_tables([first, later], ClockOptions(horizon=None, discrete=False)).runs.set_index(
+        "run"
+    )
+    assert continuous.loc["b64", "target:0.3:lower"] == 0 and continuous.loc["b32", "target:0.3:lower"] == 96
+
+
+def test_rollout_after():
+    assert rollout_after(0, 64) == 64 and rollout_after(96, 32) == 128 and rollout_after(100, 32) == 128
+    assert rollout_after(-5, 8) == 8 and math.isclose(rollout_after(128, 32), 160)

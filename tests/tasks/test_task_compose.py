@@ -1,0 +1,189 @@
+"""task=compose: the transforms do what their names say, items are a pure function of the seed, the
+held-out compositions never reach RL prompts or the warm start, the reward is exact, and the preset
+composes with Hydra (its own model and eval presets, command-line choices still winning)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvr_scaling.cli.compose import compose
+from rlvr_scaling.config import validate
+from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.tasks import ComposeTask, ComposeTaskParams, build_task
+from rlvr_scaling.tasks.compose import (
+    TRANSFORMS,
+    apply_transforms,
+    compositions,
+    exact_string_reward,
+    split_pairs,
+)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return build_task(compose(["task=compose"]).task)
+
+
+@pytest.mark.parametrize(
+    "codes,text,expected",
+    [
+        ("R", "abcde", "edcba"),
+        ("L", "abcde", "bcdea"),
+        ("T", "abcde", "eabcd"),
+        ("S", "abcde", "badce"),
+        ("S", "abcd", "badc"),
+        ("U", "abgh", "bcha"),  # h wraps to a in the alphabet a..h
+        ("D", "abgh", "hafg"),
+        ("RU", "abcde", "fedcb"),
+        ("LS", "abcde", "cbeda"),  # bcdea, then swap pairs
+        ("SL", "abcde", "adceb"),  # badce, then rotate left
+        ("RLT", "abcd", "dcba"),
+    ],
+)
+def test_transforms_do_what_they_say(codes, text, expected):
+    assert apply_transforms(codes, text, "abcdefgh") == expected
+
+
+def test_pairs_exclude_repeats_and_inverses():
+    pairs = compositions(list(TRANSFORMS), 2)
+    assert "RR" not in pairs and {"LT", "TL", "UD", "DU"}.isdisjoint(pairs)
+    assert len(pairs) == 6 * 5 - 4
+    triples = compositions(list(TRANSFORMS), 3)
+    assert all(t[:2] in pairs and t[1:] in pairs for t in triples)
+    assert len(triples) == len(set(triples)) > 100
+
+
+def test_items_are_a_pure_function_of_the_seed(task):
+    again = build_task(compose(["task=compose"]).task)
+    for i in (0, 1, 777, 49_999):
+        assert again.train_example(i) == task.train_example(i)
+        assert again.warm_start_example(i) == task.warm_start_example(i)
+    assert again.validation() == task.validation()
+    assert again.extra_validation() == task.extra_validation()
+    assert task.train_example(50_000 + 5) == task.train_example(5)  # wraps at train_size
+    other = build_task(compose(["task=compose", "task.seed=1"]).task)
+    assert other.heldout_pairs != task.heldout_pairs
+    assert [other.train_example(i) for i in range(8)] != [task.train_example(i) for i in range(8)]
+
+
+def test_answers_are_the_transformed_strings(task):
+    for ex in [task.train_example(i) for i in range(200)] + task.validation()[:50]:
+        codes, rest = ex.prompt.split(":")
+        assert rest.endswith("=") and 4 <= len(rest) - 1 <= 5
+        assert ex.answer == apply_transforms(codes, rest[:-1], task.params.alphabet)
+        assert task.sft_completion(ex) == ex.answer
+
+
+def test_held_out_pairs_reach_neither_rl_prompts_nor_the_warm_start(task):
+    train, held = set(task.train_pairs), set(task.heldout_pairs)
+    assert len(held) == 2 * task.params.heldout_pairs and train.isdisjoint(held)
+    assert all(p[::-1] in held for p in held)  # held out in both orders
+    assert train | held == set(compositions(task.transforms, 2))
+    rl = {ComposeTask.codes_of(task.train_example(i)) for i in range(20_000)}
+    assert rl == train  # every training pair occurs, no held-out one
+    warm = [ComposeTask.codes_of(task.warm_start_example(i)) for i in range(20_000)]
+    assert set(warm) == set(task.transforms) | train
+    share = sum(len(c) == 2 for c in warm) / len(warm)
+    assert share == pytest.approx(task.params.warm_start_depth2, abs=0.01)
+    val = {ComposeTask.codes_of(e) for e in task.validation()}
+    assert val == held and len(task.validation()) == 256
+    depth3 = task.extra_validation()["depth3"]
+    assert len(depth3) == 128 and all(len(ComposeTask.codes_of(e)) == 3 for e in depth3)
+    # each transform is trained first and second in some pair
+    for t in task.transforms:
+        assert any(p[0] == t for p in train) and any(p[1] == t for p in train)
+
+
+def test_split_is_seeded_and_keeps_every_transform_trained():
+    t = list(TRANSFORMS)
+    assert split_pairs(t, 4, 0) == split_pairs(t, 4, 0)
+    for seed in range(20):
+        train, held = split_pairs(t, 6, seed)
+        assert len(held) == 12 and all(any(p[0] == x for p in train) for x in t)
+        assert all(any(p[1] == x for p in train) for x in t)
+
+
+@pytest.mark.parametrize(
+    "completion,reward",
+    [
+        ("fedcb", 1.0),
+        ("  fedcb\n", 1.0),
+        ("fedc", 0.0),
+        ("fedcba", 0.0),
+        ("FEDCB", 0.0),
+        ("#fedcb", 0.0),
+        ("fedcb x", 0.0),
+        ("", 0.0),
+        (None, 0.0),
+        ("fedcb" * 100, 0.0),
+    ],
+)
+def test_reward_is_exact_match(completion, reward):
+    assert exact_string_reward(completion, "fedcb") == reward
+
+
+def test_score_uses_the_exact_reward(task):
+    val = task.validation()[:3]
+    assert task.score([e.answer for e in val], val) == [1.0, 1.0, 1.0]
+    assert task.score(["", e := val[0].answer + "a", val[2].answer[::-1] + "?"], val) == [0.0, 0.0, 0.0]
+    assert e
+    with pytest.raises(ValueError):
+        task.score(["a"], val)
+
+
+def test_preset_brings_its_model_and_eval_presets():
+    typed = compose(["task=compose"])
+    validate(typed)
+    assert typed.task.kind == "compose" and isinstance(typed.task, ComposeTaskParams)
+    assert typed.model.path == "embedded" and typed.model.warm_start.deficit_frac == 0.0
+    assert list(typed.eval.targets) == [0.2, 0.3, 0.4]
+    assert typed.lr.rule == "power" and typed.lr.power == 0.5 and typed.lr.ref_lr == 3e-5
+    chosen = compose(["task=compose", "model=tiny", "eval=default"])  # the command line wins
+    assert chosen.model.embedded.hidden_size == 32 and list(chosen.eval.targets) == [0.22, 0.25, 0.28]
+    default = compose([])
+    assert default.task.kind == "reasoning_gym" and default.model.warm_start.deficit_frac == 0.5
+
+
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("task.transforms=[R,X,U]", "task.transforms"),
+        ("task.transforms=[R,U]", "task.transforms"),
+        ("task.alphabet=ABC", "task.alphabet"),
+        ("task.min_len=6", "task.min_len"),
+        ("task.heldout_pairs=13", "task.heldout_pairs"),
+        ("task.heldout_pairs=0", "task.heldout_pairs"),
+        ("task.warm_start_depth2=1.5", "task.warm_start_depth2"),
+        ("task.val_size=0", "task.val_size"),
+    ],
+)
+def test_bad_values_name_the_key(override, key):
+    typed = compose(["task=compose", override])
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(typed)
+
+
+def test_misspelt_key_fails_at_composition():
+    with pytest.raises(Exception, match="heldout_pair"):
+        compose(["task=compose", "task.heldout_pair=3"])
+
+
+def test_a_run_logs_the_depth3_set_beside_the_held_out_pairs(tmp_path):
+    """A tiny run on the task: every evaluation row carries eval/depth3_accuracy (a fraction of its
+    set) beside eval/accuracy, and the eval_responses clock counts both sets."""
+    import json
+
+    from rlvr_scaling.run import train
+    from tests.conftest import tiny_config
+
+    cfg = tiny_config(tmp_path / "cache")
+    cfg.task = ComposeTaskParams(train_size=500, val_size=16, depth3_size=8)
+    cfg.rollout.max_new_tokens = 6
+    assert train(cfg, tmp_path / "run", log=lambda *_: None) in ("completed", "failed")
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "eval/accuracy" in r]
+    assert len(evals) >= 2
+    for r in evals:
+        assert r["eval/responses"] == 16 and r["eval/depth3_responses"] == 8 and r["eval/problems"] == 16
+        assert 0.0 <= r["eval/depth3_accuracy"] <= 1.0 and r["eval/depth3_accuracy"] * 8 % 1 == 0
+    assert evals[-1]["eval_responses"] == len(evals) * (16 + 8)
