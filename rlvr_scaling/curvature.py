@@ -553,7 +553,7 @@ class ThetaOldInstruments:
         Runs on the rollouts where the noise at theta_old runs; ``adam_*`` are NaN before the first step."""
         from .noise import adam_preconditioner
 
-        due = rollout % self.every == 0 or self.curvature_due(rollout)
+        due = any(self._decide(rollout))  # where the noise at theta_old (or curvature) runs
         if not (self.on and getattr(self.cfg.noise, "adam_noise", False) and due):
             return {}
         t = time.perf_counter()
