@@ -65,6 +65,10 @@ def failing_config(cache_dir, detector: str):
         *[f"failure.{name}=null" for name in FailureConfig.__dataclass_fields__ if name != detector],
         *CASES[detector],
         "train.max_responses=4096",
+        # fixed instrument cadences: with the budgeted default, which rollouts carry noise/ and curv/
+        # rows depends on wall time, and the killed run is compared with an uninterrupted one row by row
+        "noise.at_theta_old_every_rollouts=8",
+        "noise.curvature_every_rollouts=128",
         "run.checkpoint_every_rollouts=2",
         "run.progress=false",
         "run.threads=1",
