@@ -387,7 +387,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     if args.to_wandb is not None:
         from analysis.to_wandb import cli_log  # wandb only when asked
 
-        return cli_log(args, out, loaded, tables, exponents, comparisons, plots, prov)
+        return cli_log(args, out, loaded, tables, exponents, comparisons, plots + bcrit_figures, prov)
     return 0
 
 

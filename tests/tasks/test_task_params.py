@@ -12,7 +12,7 @@ GSM8K = str(ROOT / "tests" / "fixtures" / "math" / "gsm8k_tiny.jsonl")
 
 
 def test_registry_and_schemas_agree():
-    assert TASKS.names() == sorted(TASK_PARAMS) == ["math_file", "reasoning_gym"]
+    assert TASKS.names() == sorted(TASK_PARAMS) == ["compose", "math_file", "reasoning_gym"]
     for kind, params in TASK_PARAMS.items():
         assert TASKS.get(kind).Params is params
         assert params().kind == kind
@@ -106,7 +106,7 @@ def test_build_time_errors_name_the_key(tmp_path):
     with pytest.raises(ValueError, match=r"task\.answer_format: no gold answer found"):
         build_task(MathFileTaskParams(path=GSM8K, answer_format="boxed", val_size=1))
     with pytest.raises(
-        ValueError, match=r"task\.kind: unknown task kind 'nope'; valid: math_file, reasoning_gym"
+        ValueError, match=r"task\.kind: unknown task kind 'nope'; valid: compose, math_file, reasoning_gym"
     ):
         build_task(ReasoningGymTaskParams(kind="nope"))
     # single digits: a 10-problem space, none of whose keys falls on the validation side for seed 0
