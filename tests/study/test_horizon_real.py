@@ -42,8 +42,8 @@ def _train(out, budget: int, seed: int) -> None:
 
 @pytest.mark.timeout(900)
 def test_a_run_with_a_larger_budget_changes_no_crossing_of_real_runs(tmp_path):
-    # two seeds at the horizon's budget, and the same two seeds continued to twice it
-    for seed in (0, 1):
+    # a seed at the horizon's budget, and the same seed continued to twice it
+    for seed in (0,):
         _train(tmp_path / f"seed{seed}", 1024, seed)
         _train(tmp_path / f"long{seed}", 2048, seed)
     cols = [f"target:{a:g}{s}" for a in (0.19, 0.2, 0.21) for s in ("", ":lower", ":censored")]
