@@ -585,7 +585,7 @@ def plot_bcrit(out, table: pd.DataFrame, formats=("png", "pdf"), dpi: int | None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analysis.plot_style import DPI, STYLE, save, sci
+    from analysis.plot_style import DPI, STYLE, condition_axis, save
 
     if table is None or table.empty or not table["b_crit"].map(_num).notna().any():
         return []
@@ -644,16 +644,7 @@ def plot_bcrit(out, table: pd.DataFrame, formats=("png", "pdf"), dpi: int | None
             ax.set_yscale("log")
             ax.set_ylim(lo_edge / 1.5, hi_edge * 1.5)
             ax.set_title(f"target {clock.split(':', 1)[-1]}", fontsize=8)
-            if on_eta:
-                ax.set_xscale("log")
-                ax.set_xticks(sorted(set(eta_num)))
-                ax.set_xticklabels([sci(v) for v in sorted(set(eta_num))])
-                ax.minorticks_off()
-                ax.set_xlabel(r"reference learning rate $\eta_{\rm ref}$")
-            else:
-                ax.set_xticks(range(len(conditions)))
-                ax.set_xticklabels(conditions, rotation=30, ha="right", fontsize=6)
-                ax.set_xlabel("condition")
+            condition_axis(ax, on_eta, eta_num, conditions)
         axes[0][0].set_ylabel(r"$B_{\rm crit}$ (responses per rollout, 95 %)")
         fig.suptitle(
             "Critical batch from the clocks: R_T = R_min (1 + B / B_crit); grey: measured sizes", fontsize=9

@@ -151,3 +151,18 @@ def jitter(B: np.ndarray, width: float = 0.22) -> np.ndarray:
     rank = s.groupby(B).cumcount().to_numpy(float)
     n = s.groupby(B).transform("size").to_numpy(float)
     return np.exp(width * (np.where(n > 1, rank / np.maximum(n - 1, 1), 0.5) - 0.5))
+
+
+def condition_axis(ax, on_eta: bool, eta_num, conditions) -> None:
+    """The x-axis of a per-condition figure: log η_ref ticks at the conditions' rates (``on_eta``), else
+    one category tick per condition label."""
+    if on_eta:
+        ax.set_xscale("log")
+        ax.set_xticks(sorted(set(eta_num)))
+        ax.set_xticklabels([sci(v) for v in sorted(set(eta_num))])
+        ax.minorticks_off()
+        ax.set_xlabel(r"reference learning rate $\eta_{\rm ref}$")
+    else:
+        ax.set_xticks(range(len(conditions)))
+        ax.set_xticklabels(conditions, rotation=30, ha="right", fontsize=6)
+        ax.set_xlabel("condition")

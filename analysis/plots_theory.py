@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.plot_style import DPI, STYLE, save, sci  # noqa: E402
+from analysis.plot_style import DPI, STYLE, condition_axis, save  # noqa: E402
 
 STEM = "alpha_predicted_vs_fitted"
 SERIES = (  # column prefix, label, marker, colour
@@ -79,16 +79,7 @@ def plot_theory(out, table: pd.DataFrame, formats=("png", "pdf"), dpi: int = DPI
             for level in (0.0, 0.5):
                 ax.axhline(level, color="grey", lw=0.5, ls=":", zorder=0)
             ax.set_title(f"target {clock.split(':', 1)[-1]}", fontsize=8)
-            if on_eta:
-                ax.set_xscale("log")
-                ax.set_xticks(sorted(set(eta_num)))
-                ax.set_xticklabels([sci(v) for v in sorted(set(eta_num))])
-                ax.minorticks_off()
-                ax.set_xlabel(r"reference learning rate $\eta_{\rm ref}$")
-            else:
-                ax.set_xticks(range(len(conditions)))
-                ax.set_xticklabels(conditions, rotation=30, ha="right", fontsize=6)
-                ax.set_xlabel("condition")
+            condition_axis(ax, on_eta, eta_num, conditions)
         axes[0][0].set_ylabel("exponent α (95 % interval)")
         handles, labels = axes[0][0].get_legend_handles_labels()
         for ax in axes[0][1:]:
