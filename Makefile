@@ -76,7 +76,7 @@ STUDY ?= runs/reference
 # crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
 # and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
 # crossings read up to the horizons rlvr-study fixed after the pilot (horizons.json)
-STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --quiet
+STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --gain-targets 0.5 0.75 --quiet
 study: install
 	$(VENV)/bin/rlvr-study studies/reference.yaml $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)

@@ -38,6 +38,7 @@ from analysis.blocks import seed_correlations
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
+from analysis.gain import gain_lines, gain_table
 from analysis.hazard import hazard_tables
 from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
@@ -64,6 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--clock", choices=CLOCK_CHOICES, default="responses", help="clock the events are measured on"
     )
     p.add_argument("--targets", type=float, nargs="+", default=None, help="targets (default: eval.targets)")
+    p.add_argument(
+        "--gain-targets",
+        type=float,
+        nargs="+",
+        default=[],
+        metavar="F",
+        help="also fit α at each condition's R0 + F*(A - R0), F in (0, 1): a fraction of its achievable "
+        "gain (gain.csv; docs/analysis.md)",
+    )
     crossing = p.add_mutually_exclusive_group()
     crossing.add_argument(
         "--interpolate", action="store_true", help="R_T interpolated linearly between evaluations (exact)"
@@ -250,6 +260,15 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
     trend = trend_table(exponents, fits, common, tables.varying_keys)
+    gain = gain_table(
+        loaded.runs,
+        tables,
+        args.gain_targets,
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        gain_boot=args.sigmoid_bootstrap,
+        resample=args.resample,
+    )
     hazard = hazard_tables(tables, exponents, n_boot=args.bootstrap, seed=args.seed, resample=args.resample)
     sig = (
         None
@@ -265,6 +284,8 @@ def run(args: argparse.Namespace, api=None) -> int:
     incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
     common.to_csv(out / "common_exponent.csv", index=False)
     trend.to_csv(out / "trend.csv", index=False)
+    if args.gain_targets:
+        gain.to_csv(out / "gain.csv", index=False)
     hazard[0].to_csv(out / "hazard.csv", index=False)
     hazard[1].to_csv(out / "hazard_fit.csv", index=False)
     noise.to_csv(out / "noise_scale.csv", index=False)
@@ -346,6 +367,7 @@ def run(args: argparse.Namespace, api=None) -> int:
             "blocks": blocks_markdown(correlations, resampling),
             "which_b": which_b_lines(which_b),
             "trend": trend_lines(trend),
+            "gain": gain_lines(gain),
             "hazard": hazard,
         },
     )

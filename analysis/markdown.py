@@ -137,6 +137,7 @@ def write_report(
         _hazard(extra.get("hazard")),
         _common(extra.get("common")),
         extra.get("trend") or [],  # exponents along a numeric key (analysis.trend.trend_lines)
+        extra.get("gain") or [],  # targets as fractions of the gain (analysis.gain.gain_lines)
         _noise(extra.get("noise"), exponents),
         extra.get("theory") or [],  # predicted vs fitted α (analysis.theory.theory_lines)
         extra.get("bcrit") or [],  # McCandlish's B_crit from the clocks (analysis.bcrit.bcrit_lines)

@@ -261,6 +261,8 @@ def _analyze(study) -> int:
         args.append("--isotonic")
     if (Path(study.folder) / HORIZONS).is_file():
         args += ["--horizon", str(Path(study.folder) / HORIZONS)]
+    if study.gain_targets:
+        args += ["--gain-targets", *[f"{f:g}" for f in study.gain_targets]]
     print("rlvr-analyze " + " ".join(args), flush=True)
     return analyze([*args, "--quiet"])
 

@@ -29,6 +29,7 @@ KEYS = {
     "failure_width",
     "horizon_factor",
     "assurance",
+    "gain_targets",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
@@ -78,6 +79,9 @@ class Study:
     horizon_factor: float = 4.0
     # the planner plans for the width to be met with this probability (0.5: the median width)
     assurance: float = 0.8
+    # the study's analysis also fits α at these fractions of each condition's achievable gain,
+    # R0 + f (A - R0) (rlvr-analyze --gain-targets; A beside α in the report); [] for none
+    gain_targets: tuple[float, ...] = (0.5, 0.75)
 
     def condition_overrides(self, i: int) -> list[str]:
         return [
@@ -168,6 +172,13 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:
             raise StudyError(f"assurance: a probability in [0.5, 1), got {value!r}")
         study.assurance = float(value)
+    if "gain_targets" in raw:
+        value = raw["gain_targets"] if raw["gain_targets"] is not None else []
+        if not isinstance(value, list) or not all(
+            isinstance(f, (int, float)) and not isinstance(f, bool) and 0 < f < 1 for f in value
+        ):
+            raise StudyError(f"gain_targets: a list of fractions in (0, 1), got {raw['gain_targets']!r}")
+        study.gain_targets = tuple(float(f) for f in value)
     if "common" in raw:
         if not isinstance(raw["common"], bool):
             raise StudyError(f"common: true or false, got {raw['common']!r}")

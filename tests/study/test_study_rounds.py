@@ -44,6 +44,8 @@ GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
         ({"horizon_factor": 0.5}, "horizon_factor"),
         ({"assurance": 0.3}, "assurance"),
         ({"assurance": 1.0}, "assurance"),
+        ({"gain_targets": [0.5, 1.2]}, "gain_targets"),
+        ({"gain_targets": 0.5}, "gain_targets"),
     ],
 )
 def test_a_wrong_study_file_names_the_key(change, key):
@@ -531,3 +533,9 @@ def test_a_state_file_of_another_study_is_refused_with_exit_status_2(tmp_path, c
     assert main([str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlvr-study: ") and "belongs to study 'other', not 's'" in err
+
+
+def test_gain_targets_default_and_override():
+    assert parse_study(dict(GOOD)).gain_targets == (0.5, 0.75)
+    assert parse_study({**GOOD, "gain_targets": []}).gain_targets == ()
+    assert parse_study({**GOOD, "gain_targets": [0.25]}).gain_targets == (0.25,)
