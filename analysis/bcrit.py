@@ -401,15 +401,11 @@ def bcrit_tables(
     from analysis._parallel import fork_map
     from analysis.bcrit_theory import THEORY_COLUMNS
 
-    global _STATE
     key_columns = [c for c in tables.varying_keys if c in tables.runs.columns]
     targets = exponents[exponents["clock"] != "failure"]
     groups = [(condition, group) for condition, group in targets.groupby("condition", sort=True)]
-    _STATE = (tables, fits, n_boot, seed, resample, key_columns, records or {})
-    try:
-        parts = fork_map(_condition_rows, groups, jobs if len(groups) > 1 else 1)
-    finally:
-        _STATE = ()
+    job = (tables, fits, n_boot, seed, resample, key_columns, records or {})
+    parts = fork_map(_condition_rows, groups, jobs if len(groups) > 1 else 1, shared=job)
     rows = [row for part, _ in parts for row in part]
     theory = [row for _, part in parts for row in part]
     return (
@@ -418,16 +414,13 @@ def bcrit_tables(
     )
 
 
-_STATE: tuple = ()  # (tables, fits, n_boot, seed, resample, key_columns, records) for forked workers
-
-
-def _condition_rows(item) -> tuple[list[dict], list[dict]]:
+def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
     """The rows of one condition in both tables (the body of :func:`bcrit_tables`)."""
     from analysis.bcrit_theory import compare, per_run_means
     from analysis.report import condition_resamples  # the fit's resamples (report imports the fits)
 
     condition, group = item
-    tables, fits, n_boot, seed, resample, key_columns, records = _STATE
+    tables, fits, n_boot, seed, resample, key_columns, records = job
     rows, theory = [], []
     fitted, W, used, _clusters, note = condition_resamples(tables, condition, n_boot, seed, resample)
     K = float(np.nanmedian(fitted["K"].to_numpy(float))) if fitted["K"].notna().any() else math.nan

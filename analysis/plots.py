@@ -56,13 +56,10 @@ __all__ = [
 ]
 
 
-_STATE: tuple = ()  # (out, tables, fits, formats, extra, dpi, exponents) for forked workers
-
-
-def _plot_one(task: tuple[str, object]) -> tuple[list[str], list[str]]:
+def _plot_one(task: tuple[str, object], job: tuple) -> tuple[list[str], list[str]]:
     """One figure task: ``(file names, warnings)``. A figure that cannot be drawn is skipped with a
     warning naming it and the error; it never stops the other figures, the tables or the report."""
-    out, tables, fits, formats, extra, dpi, exponents = _STATE
+    out, tables, fits, formats, extra, dpi, exponents = job
     kind, arg = task
     try:
         if kind == "condition":
@@ -82,7 +79,6 @@ def plot_all(
     """Every condition's figures and the cross-condition ones, as independent tasks spread over
     ``jobs`` forked processes (the heaviest, the per-condition sets, first). A figure that fails is
     skipped; its warning is appended to ``warnings`` (a list) when given."""
-    global _STATE
     extra = dict(extra or {})
     extra.setdefault("colours", condition_colours(condition_order(tables.runs, tables.varying_keys)))
     tasks: list[tuple[str, object]] = [("condition", c) for c in sorted(tables.runs["condition"].unique())]
@@ -90,11 +86,7 @@ def plot_all(
         tasks += cross_tasks(tables, exponents)
     if has_prediction(extra.get("theory")):
         tasks.append(("theory", None))
-    _STATE = (out, tables, fits, formats, extra, dpi, exponents)
-    try:
-        per_task = fork_map(_plot_one, tasks, jobs)
-    finally:
-        _STATE = ()
+    per_task = fork_map(_plot_one, tasks, jobs, shared=(out, tables, fits, formats, extra, dpi, exponents))
     if warnings is not None:
         warnings.extend(w for _, ws in per_task for w in ws)
     return [name for names, _ in per_task for name in names]

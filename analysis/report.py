@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -170,15 +171,11 @@ def fit_conditions(
     paired; :mod:`analysis.blocks`) or ``runs`` (within each size); ``resampling`` in the table says
     which each condition used.
     """
-    global _FIT_STATE
     runs = tables.runs
     key_columns = [c for c in tables.varying_keys if c in runs.columns]
     conditions = sorted(runs["condition"].unique())
-    _FIT_STATE = (tables, n_boot, seed, interpolated, joint_model, key_columns, resample)
-    try:
-        parts = fork_map(_fit_condition, conditions, jobs if len(conditions) > 1 else 1)
-    finally:
-        _FIT_STATE = ()
+    job = _FitJob(tables, n_boot, seed, interpolated, joint_model, key_columns, resample)
+    parts = fork_map(_fit_condition, conditions, jobs if len(conditions) > 1 else 1, shared=job)
     rows, fits = [], {}
     for part_rows, part_fits in parts:
         rows += part_rows
@@ -186,7 +183,17 @@ def fit_conditions(
     return pd.DataFrame(rows, columns=["condition", *key_columns, *STAT_COLUMNS]), fits
 
 
-_FIT_STATE: tuple = ()  # (tables, n_boot, seed, interpolated, joint_model, key_columns) for forked workers
+@dataclass(frozen=True)
+class _FitJob:
+    """What every condition's fit of :func:`fit_conditions` shares."""
+
+    tables: Tables
+    n_boot: int
+    seed: int
+    interpolated: bool
+    joint_model: bool
+    key_columns: list[str]
+    resample: str
 
 
 def early_sizes(fitted: pd.DataFrame, clock: str, opts) -> list[float]:
@@ -222,9 +229,10 @@ def condition_resamples(
     return fitted, None, "none", None, ""
 
 
-def _fit_condition(condition: str) -> tuple[list[dict], dict]:
+def _fit_condition(condition: str, job: _FitJob) -> tuple[list[dict], dict]:
     """Every clock of one condition (the body of :func:`fit_conditions`)."""
-    tables, n_boot, seed, interpolated, joint_model, key_columns, resample = _FIT_STATE
+    tables, n_boot, seed, interpolated = job.tables, job.n_boot, job.seed, job.interpolated
+    joint_model, key_columns, resample = job.joint_model, job.key_columns, job.resample
     runs = tables.runs
     group = runs[runs["condition"] == condition]
     crossing = tables.options.crossing_mode if tables.options else "interval"

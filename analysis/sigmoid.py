@@ -210,11 +210,8 @@ def _curves(
     return values, per_run, R0
 
 
-_STATE: tuple = ()  # (tables, n_boot, seed, per_run) for forked workers
-
-
-def _one_condition(condition: str) -> pd.DataFrame:
-    tables, n_boot, seed, per_run = _STATE
+def _one_condition(condition: str, job: tuple) -> pd.DataFrame:
+    tables, n_boot, seed, per_run = job
     runs = tables.runs[tables.runs["condition"] == condition]
     evals = tables.evals[tables.evals["condition"] == condition] if len(tables.evals) else tables.evals
     return sigmoid_table(replace(tables, runs=runs, evals=evals), n_boot, seed, per_run)
@@ -224,15 +221,10 @@ def sigmoid_tables(
     tables: Tables, n_boot: int = 200, seed: int = 0, per_run: bool = True, jobs: int = 1
 ) -> pd.DataFrame:
     """:func:`sigmoid_table` with the conditions spread over ``jobs`` forked processes (same result)."""
-    global _STATE
     conditions = sorted(tables.runs["condition"].unique())
     if jobs <= 1 or len(conditions) < 2:
         return sigmoid_table(tables, n_boot, seed, per_run)
-    _STATE = (tables, n_boot, seed, per_run)
-    try:
-        parts = fork_map(_one_condition, conditions, jobs)
-    finally:
-        _STATE = ()
+    parts = fork_map(_one_condition, conditions, jobs, shared=(tables, n_boot, seed, per_run))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -127,3 +127,18 @@ def test_public_import_paths_still_work():
 
     assert RunRecord is Record and callable(plot_all) and callable(plot_condition)
     assert {LoadResult, RunReadError, SkippedRun} and callable(validate_rows)
+
+
+def test_fork_map_passes_shared_inputs_to_forked_workers_and_in_process():
+    """``shared`` reaches every call, forked (jobs=2) or in-process (jobs=1), with the same results."""
+    from analysis._parallel import _INHERITED, fork_map
+
+    items = list(range(7))
+    forked = fork_map(_scaled, items, 2, shared={"k": 3})
+    assert forked == fork_map(_scaled, items, 1, shared={"k": 3}) == [3 * i for i in items]
+    assert fork_map(abs, [-1, 2], 2) == [1, 2]  # no shared: one argument
+    assert _INHERITED is None  # nothing is left behind for the next call
+
+
+def _scaled(item, shared):
+    return shared["k"] * item
