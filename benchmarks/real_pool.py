@@ -51,7 +51,7 @@ def study_horizons(path: Path) -> dict[float, float]:
     out = {}
     for label, h in fixed.items():
         m = re.search(r"lr\.ref_lr=([0-9.eE+-]+)", label)
-        if m and ("loss=unclipped" not in label):
+        if m and "loss=unclipped" not in label and "clip=null" not in label:
             out[float(m.group(1))] = float(h)
     return out
 
