@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_study.measure import Measurement, format_widths, measure
+from rlvr_study.measure import Measurement, format_widths, measure, plateau_lines
 from rlvr_study.plan import pilots_from_fits
 from rlvr_study.rounds import (
     RoundPlan,
@@ -316,6 +316,8 @@ def _record_widths(study: Study, state: dict, m: Measurement) -> None:
         f" of {study.budget_responses:g}, {_hours(state):.2f} h of {study.budget_hours:g}"
     )
     print(format_widths(study, m))
+    for line in plateau_lines(study, m):
+        print(line)
     state["rounds"][-1]["widths"] = m.widths.replace([math.inf], None).to_dict("records")
     state["rounds"][-1]["responses_spent"] = m.responses
     save_state(study, state)

@@ -283,3 +283,33 @@ def format_widths(study: Study, m: Measurement) -> str:
             f"  {name:<44} {what:>12} {a:>8} {w:>8} {r.goal:>6g}  {'met' if r.width <= r.goal else 'open'}"
         )
     return "\n".join(lines)
+
+
+#: A targets condition whose top target lies above this fraction of its achievable gain is near its
+#: plateau: its α there times the ceiling as much as the rate (docs/analysis.md, "Targets as fractions
+#: of the gain").
+NEAR_PLATEAU = 0.8
+
+
+def plateau_lines(study: Study, m: Measurement) -> list[str]:
+    """Per targets condition: R0, the shared asymptote A of its runs so far and where its top target
+    sits in the gain R0 … A, flagged when above :data:`NEAR_PLATEAU` (``analysis.gain``; no bootstrap)."""
+    from analysis.gain import achievable_gain
+
+    if m.tables is None or not study.targets or m.tables.runs.empty:
+        return []
+    runs = m.tables.runs[m.tables.runs["in_fit"]]
+    top = max(study.targets)
+    lines = []
+    for i, label in sorted(m.labels.items()):
+        if study.clock_of(i) != "targets" or label not in set(runs["condition"]):
+            continue
+        g = achievable_gain(runs[runs["condition"] == label], m.tables.evals, n_boot=0)
+        if not (math.isfinite(g["A"]) and g["A"] > g["R0"]):
+            continue
+        frac = (top - g["R0"]) / (g["A"] - g["R0"])
+        flag = "  near its plateau: read its gain targets too" if frac >= NEAR_PLATEAU else ""
+        lines.append(
+            f"  condition {i}: R0 {g['R0']:.3f}, A {g['A']:.3f}; target {top:g} at {100 * frac:.0f} % of the gain{flag}"
+        )
+    return lines

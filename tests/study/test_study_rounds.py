@@ -539,3 +539,33 @@ def test_gain_targets_default_and_override():
     assert parse_study(dict(GOOD)).gain_targets == (0.5, 0.75)
     assert parse_study({**GOOD, "gain_targets": []}).gain_targets == ()
     assert parse_study({**GOOD, "gain_targets": [0.25]}).gain_targets == (0.25,)
+
+
+@pytest.mark.parametrize("plateau, flagged", [(0.30, True), (0.60, False)])
+def test_a_condition_whose_top_target_sits_near_its_plateau_is_flagged(plateau, flagged):
+    """After a round the study prints where its top target sits in each condition's gain R0 … A."""
+    from analysis.clocks import ClockOptions, build_tables
+    from analysis.report import fit_conditions
+    from analysis.synthetic import SyntheticSpec, records
+    from rlvr_study.measure import measurement, plateau_lines
+
+    spec = SyntheticSpec(
+        sizes=(32, 64, 128),
+        seeds=3,
+        gamma=None,
+        b_noise=None,
+        prefactor=400.0,
+        targets=(0.22, 0.25, 0.28),
+        acc_start=0.18,
+        acc_max=plateau,
+        curve="sigmoid",
+        budget=40000,
+        eval_growth=1.2,
+        eval_every=64,
+    )
+    study = parse_study({**GOOD, "sizes": [4, 8, 16], "targets": [0.22, 0.25, 0.28]})
+    tables = build_tables(records(spec), ClockOptions(targets=(0.22, 0.25, 0.28)))
+    exps, _ = fit_conditions(tables, n_boot=0, joint_model=False)
+    lines = plateau_lines(study, measurement(study, tables, exps))
+    assert len(lines) == 1 and "R0 0.180" in lines[0] and f"A {plateau:.2f}" in lines[0]
+    assert ("near its plateau" in lines[0]) is flagged
