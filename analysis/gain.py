@@ -171,12 +171,15 @@ def achievable_gain(runs: pd.DataFrame, evals: pd.DataFrame, n_boot: int = 200, 
         out["n_boot"] = len(boot)
         if len(boot) >= 10:
             out["A_low"], out["A_high"] = (float(v) for v in np.quantile(boot, [0.025, 0.975]))
+    if out["A"] <= R0:
+        return out | {"message": "no gain: the shared asymptote is not above the start (A <= R0)"}
     message = "A at its bound 1: the curves have not flattened within the horizon" if out["A"] > 0.999 else ""
     return out | {"message": message}
 
 
 def _level(R0: float, A: float, f: float) -> float:
-    return round(R0 + f * (A - R0), 4) if math.isfinite(A) and math.isfinite(R0) else math.nan
+    """R0 + f (A - R0); NaN without a gain (A unknown, or not above R0)."""
+    return round(R0 + f * (A - R0), 4) if math.isfinite(A) and math.isfinite(R0) and A > R0 else math.nan
 
 
 def gain_table(
@@ -235,9 +238,16 @@ def gain_table(
                     "n_sizes": r.n_sizes,
                     "sizes_early": r.sizes_early,
                 }
-                if len(ends) == 3 and all(math.isfinite(v) for v in (low, high)):
-                    row["ci_low_gain"] = float(np.nanmin([e.ci_low for e in ends]))
-                    row["ci_high_gain"] = float(np.nanmax([e.ci_high for e in ends]))
+                if not math.isfinite(r.exponent):
+                    row["message"] = row["message"] or (
+                        f"no exponent at the level ({r.n_censored} of {r.n_runs} runs censored)"
+                    )
+                    row |= {"ci_low_gain": -math.inf, "ci_high_gain": math.inf}
+                elif len(ends) == 3 and all(math.isfinite(v) for v in (low, high)):
+                    # a level with no interval (not reached, not identified) leaves that side open
+                    lows = [e.ci_low if e.ci_low == e.ci_low else -math.inf for e in ends]
+                    highs = [e.ci_high if e.ci_high == e.ci_high else math.inf for e in ends]
+                    row["ci_low_gain"], row["ci_high_gain"] = float(min(lows)), float(max(highs))
                 else:  # no interval on A: its uncertainty is unknown, so the level's is unbounded
                     row |= {"ci_low_gain": -math.inf, "ci_high_gain": math.inf}
             rows.append(row)

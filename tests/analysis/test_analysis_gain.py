@@ -129,3 +129,19 @@ def test_rlvr_analyze_writes_the_gain_table_and_section(tmp_path):
     assert main([*args, "--out", str(tmp_path / "plain"), "--no-sigmoid"]) == 0
     assert not (tmp_path / "plain" / "gain.csv").exists()
     assert "fractions of the achievable gain" not in (tmp_path / "plain" / "report.md").read_text()
+
+
+def test_a_condition_without_gain_or_an_unreached_level_gets_no_interval():
+    """A collapsing condition (A <= R0) has no gain target; a level no run reaches has no exponent, and
+    neither reports a finite interval."""
+    from analysis.gain import _level
+
+    assert math.isnan(_level(0.18, 0.14, 0.5)) and math.isnan(_level(0.18, math.nan, 0.5))
+    recs = records(SyntheticSpec(**{**spec(0.60, 1e-5, 6).__dict__, "budget": 1500, "seeds": 4}))
+    tables = build_tables(recs, ClockOptions(targets=(0.25,), discrete=False, horizon=None))
+    gain = gain_table(recs, tables, [0.9], n_boot=50, gain_boot=20)
+    row = gain.iloc[0]
+    # runs stopped at 1,500 responses never reach 90 % of a 0.18 -> 0.60 gain
+    assert row["n_censored"] == row["n_runs"] == 16 and math.isnan(row["exponent"])
+    assert row["ci_low_gain"] == -math.inf and row["ci_high_gain"] == math.inf
+    assert row["message"] == "no exponent at the level (16 of 16 runs censored)"
