@@ -28,28 +28,14 @@ import time
 import warnings
 from pathlib import Path
 
-import pandas as pd
-
 from analysis._parallel import default_jobs
-from analysis.bcrit import bcrit_lines, bcrit_tables, plot_bcrit
-from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
-from analysis.blocks import markdown_lines as blocks_markdown
-from analysis.blocks import seed_correlations
+from analysis.bcrit import plot_bcrit
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
-from analysis.competing import incidence_tables
-from analysis.cross import common_exponent_table
-from analysis.gain import gain_lines, gain_table
-from analysis.hazard import hazard_tables
 from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
 from analysis.markdown import exponent_table, plain_table, source_messages, write_report
-from analysis.noise_scale import agreement, noise_table
-from analysis.recommend import recommend_lines, recommend_table
-from analysis.report import compare_conditions, fit_conditions
-from analysis.sigmoid import sigmoid_tables
-from analysis.theory import theory_lines, theory_table
-from analysis.trend import trend_lines, trend_table
-from analysis.which_b import parse_throughput, throughput_point, which_b_lines, which_b_table
+from analysis.pipeline import Results, Settings, fit_all, noise_predictions, report_sections, write_tables
+from analysis.which_b import parse_throughput, throughput_point
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ignore-keys", nargs="+", default=[], metavar="KEY", help="keys left out of the condition"
     )
+    _fit_arguments(p)
+    _output_arguments(p)
+    return p
+
+
+def _fit_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the fits (bootstrap, resampling, sigmoid, joint model, throughput)."""
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (0: Wald intervals only)")
     p.add_argument(
         "--resample",
@@ -145,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-joint", action="store_true", help="skip the joint (correlated) model of the two clocks"
     )
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the outputs and the source (figures, wandb, filters, jobs)."""
     p.add_argument("--dpi", type=int, default=300, help="resolution of PNG figures")
     p.add_argument("--compare-all", action="store_true", help="compare every pair of conditions")
     p.add_argument("--no-plots", action="store_true", help="skip the figures")
@@ -173,18 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(default project: the wandb source's, else the runs' logger.project, else rlvr-scaling)",
     )
     p.add_argument("--quiet", action="store_true", help="print only the exponents table")
-    return p
 
 
 def run(args: argparse.Namespace, api=None) -> int:
     start = time.perf_counter()
-    horizon = args.horizon
-    if isinstance(horizon, str) and horizon.endswith(".json"):
-        try:
-            horizon = read_horizons(horizon)
-        except ValueError as err:
-            print(f"rlvr-analyze: {err}", file=sys.stderr)
-            return 2
+    try:
+        opts = clock_options(args)
+    except ValueError as err:
+        print(f"rlvr-analyze: {err}", file=sys.stderr)
+        return 2
     filters = {}
     for item in args.filter:
         key, sep, value = item.partition("=")
@@ -202,19 +196,6 @@ def run(args: argparse.Namespace, api=None) -> int:
         api=api,
         jobs=args.jobs,
     )
-    opts = ClockOptions(
-        clock=args.clock,
-        targets=tuple(args.targets) if args.targets else None,
-        interpolate=args.interpolate,
-        crossing="exact" if args.exact_crossings else "isotonic" if args.isotonic else "interval",
-        failure_time=args.failure_time,
-        resolution_frac=args.resolution_frac,
-        include_incomplete=not args.drop_incomplete,
-        condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
-        ignore_keys=tuple(args.ignore_keys),
-        horizon=horizon,
-        discrete=not args.continuous_brackets,
-    )
     tables = build_tables(loaded.runs, opts)
     skipped = loaded.skipped + tables.skipped
     messages = loaded.messages + tables.messages
@@ -229,114 +210,10 @@ def run(args: argparse.Namespace, api=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     messages = messages + source_messages(tables)
-    exponents, fits = fit_conditions(
-        tables,
-        n_boot=args.bootstrap,
-        seed=args.seed,
-        interpolated=args.interpolate,
-        joint_model=not args.no_joint,
-        jobs=args.jobs,
-        resample=args.resample,
-    )
-    correlations = seed_correlations(tables, fits)
-    resampling = dict(zip(exponents["condition"], exponents["resampling"]))
-    noise = noise_table(tables, n_boot=args.bootstrap, seed=args.seed)
-    which_b = which_b_table(tables, fits, parse_throughput(args.throughput) if args.throughput else None)
-    exponents = agreement(exponents, noise)
-    theory = theory_table(
-        tables, exponents, fits, n_boot=args.bootstrap, seed=args.seed, resample=args.resample
-    )
-    bcrit, bcrit_theory = bcrit_tables(
-        tables,
-        exponents,
-        fits,
-        args.bootstrap,
-        args.seed,
-        args.resample,
-        args.jobs,
-        {r.run: r.rows for r in loaded.runs},
-    )
-    comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=args.compare_all)
-    incidence, incidence_summary = incidence_tables(tables)
-    common = common_exponent_table(tables, fits)
-    trend = trend_table(exponents, fits, common, tables.varying_keys)
-    gain = gain_table(
-        loaded.runs,
-        tables,
-        args.gain_targets,
-        n_boot=args.bootstrap,
-        seed=args.seed,
-        gain_boot=args.sigmoid_bootstrap,
-        resample=args.resample,
-    )
-    hazard = hazard_tables(tables, exponents, n_boot=args.bootstrap, seed=args.seed, resample=args.resample)
-    sig = (
-        None
-        if args.no_sigmoid
-        else sigmoid_tables(tables, n_boot=args.sigmoid_bootstrap, seed=args.seed, jobs=args.jobs)
-    )
-    tables.runs.to_csv(out / "runs.csv", index=False)
-    tables.runs.to_parquet(out / "runs.parquet", index=False)
-    tables.evals.to_csv(out / "evals.csv", index=False)
-    exponents.to_csv(out / "exponents.csv", index=False)
-    comparisons.to_csv(out / "comparisons.csv", index=False)
-    incidence.to_csv(out / "incidence.csv", index=False)
-    incidence_summary.to_csv(out / "incidence_summary.csv", index=False)
-    common.to_csv(out / "common_exponent.csv", index=False)
-    trend.to_csv(out / "trend.csv", index=False)
-    if args.gain_targets:
-        gain.to_csv(out / "gain.csv", index=False)
-    hazard[0].to_csv(out / "hazard.csv", index=False)
-    hazard[1].to_csv(out / "hazard_fit.csv", index=False)
-    noise.to_csv(out / "noise_scale.csv", index=False)
-    theory.to_csv(out / "theory.csv", index=False)
-    bcrit.to_csv(out / "bcrit.csv", index=False)
-    bcrit_theory.to_csv(out / "bcrit_theory.csv", index=False)
-    recommend = recommend_table(tables, fits)
-    recommend.to_csv(out / "recommend.csv", index=False)
-    correlations.to_csv(out / "seed_correlations.csv", index=False)
-    which_b.to_csv(out / "which_b.csv", index=False)
-    if sig is not None:
-        sig.to_csv(out / "sigmoid.csv", index=False)
-    pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
-        out / "skipped.csv", index=False
-    )
-    plots: list[str] = []
-    bcrit_figures: list[str] = []  # drawn into the B_crit section, not the figure list
-    if not args.no_plots:
-        from analysis.plots import plot_all  # matplotlib only when figures are wanted
-
-        cond = noise[noise["level"] == "condition"]
-        predictions = {
-            r.condition: {
-                "b_noise": r.b_noise,
-                "K": r.K,
-                "implied": r.implied_exponent,
-                "low": r.implied_low,
-                "high": r.implied_high,
-            }
-            for r in cond.itertuples()
-        }
-        figure_warnings: list[str] = []
-        plots = plot_all(
-            out,
-            tables,
-            fits,
-            tuple(args.formats),
-            jobs=args.jobs,
-            exponents=exponents,
-            extra={"noise": predictions, "sigmoid": sig, "theory": theory},
-            dpi=args.dpi,
-            warnings=figure_warnings,
-        )
-        plots += _hazard_figure(out, tables, hazard, tuple(args.formats), args.dpi, figure_warnings)
-        try:
-            bcrit_figures = plot_bcrit(out, bcrit, tuple(args.formats), args.dpi)
-        except Exception as err:  # noqa: BLE001 - a figure that cannot be drawn never stops the analysis
-            figure_warnings.append(f"figure 'b_crit_from_clocks' skipped: {type(err).__name__}: {err}")
-        messages = messages + figure_warnings
-        for w in figure_warnings:
-            print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
+    results = fit_all(tables, loaded.runs, settings(args))
+    write_tables(results, out, skipped, gain=bool(args.gain_targets))
+    plots, bcrit_figures, figure_warnings = _figures(out, results, args)
+    messages = messages + figure_warnings
     options = {
         "clock": args.clock,
         "n_boot": args.bootstrap,
@@ -349,31 +226,97 @@ def run(args: argparse.Namespace, api=None) -> int:
         out,
         args.source,
         tables,
-        exponents,
-        comparisons,
+        results.exponents,
+        results.comparisons,
         skipped,
         messages,
         options,
         plots,
-        extra={
-            "incidence_summary": incidence_summary,
-            "common": common,
-            "noise": noise,
-            "theory": theory_lines(theory),
-            "bcrit": bcrit_lines(bcrit, bcrit_figures)
-            + bcrit_theory_lines(bcrit_theory)
-            + recommend_lines(recommend),
-            "sigmoid": sig,
-            "blocks": blocks_markdown(correlations, resampling),
-            "which_b": which_b_lines(which_b),
-            "trend": trend_lines(trend),
-            "gain": gain_lines(gain),
-            "hazard": hazard,
-        },
+        extra=report_sections(results, bcrit_figures),
     )
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
     write_html_report(out, report_text, prov)
+    _print_summary(args, results, messages, skipped, out, start)
+    if args.to_wandb is not None:
+        from analysis.to_wandb import cli_log  # wandb only when asked
 
+        return cli_log(
+            args, out, loaded, tables, results.exponents, results.comparisons, plots + bcrit_figures, prov
+        )
+    return 0
+
+
+def clock_options(args: argparse.Namespace) -> ClockOptions:
+    """The clock tables' options from the command line (ValueError: an unreadable ``--horizon`` file)."""
+    horizon = args.horizon
+    if isinstance(horizon, str) and horizon.endswith(".json"):
+        horizon = read_horizons(horizon)
+    return ClockOptions(
+        clock=args.clock,
+        targets=tuple(args.targets) if args.targets else None,
+        interpolate=args.interpolate,
+        crossing="exact" if args.exact_crossings else "isotonic" if args.isotonic else "interval",
+        failure_time=args.failure_time,
+        resolution_frac=args.resolution_frac,
+        include_incomplete=not args.drop_incomplete,
+        condition_keys=tuple(args.condition_keys) if args.condition_keys else None,
+        ignore_keys=tuple(args.ignore_keys),
+        horizon=horizon,
+        discrete=not args.continuous_brackets,
+    )
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    """The fits' settings from the command line."""
+    return Settings(
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        interpolated=args.interpolate,
+        joint_model=not args.no_joint,
+        jobs=args.jobs,
+        resample=args.resample,
+        compare_all=args.compare_all,
+        throughput=parse_throughput(args.throughput) if args.throughput else None,
+        sigmoid_boot=None if args.no_sigmoid else args.sigmoid_bootstrap,
+        gain_targets=tuple(args.gain_targets),
+    )
+
+
+def _figures(out: Path, results: Results, args) -> tuple[list[str], list[str], list[str]]:
+    """``(figures, B_crit figures, warnings)``: every figure (none with ``--no-plots``); one that cannot
+    be drawn is skipped with a warning and never stops the tables or the report."""
+    if args.no_plots:
+        return [], [], []
+    from analysis.plots import plot_all  # matplotlib only when figures are wanted
+
+    formats, figure_warnings = tuple(args.formats), []
+    tables = results.tables
+    plots = plot_all(
+        out,
+        tables,
+        results.fits,
+        formats,
+        jobs=args.jobs,
+        exponents=results.exponents,
+        extra={"noise": noise_predictions(results), "sigmoid": results.sigmoid, "theory": results.theory},
+        dpi=args.dpi,
+        warnings=figure_warnings,
+    )
+    plots += _hazard_figure(out, tables, results.hazard, formats, args.dpi, figure_warnings)
+    bcrit_figures: list[str] = []
+    try:
+        bcrit_figures = plot_bcrit(out, results.bcrit, formats, args.dpi)
+    except Exception as err:  # noqa: BLE001 - a figure that cannot be drawn never stops the analysis
+        figure_warnings.append(f"figure 'b_crit_from_clocks' skipped: {type(err).__name__}: {err}")
+    for w in figure_warnings:
+        print(f"rlvr-analyze: warning: {w}", file=sys.stderr)
+    return plots, bcrit_figures, figure_warnings
+
+
+def _print_summary(args, results: Results, messages, skipped, out: Path, start: float) -> None:
+    """The exponents table on stdout, widened intervals on stderr, and (without ``--quiet``) the notes,
+    skipped runs, warnings, common α and failure per rollout."""
+    exponents, tables = results.exponents, results.tables
     header, rows = exponent_table(exponents, tables.varying_keys)
     print(plain_table(header, rows))
     degenerate = exponents[exponents["degenerate"].fillna("").astype(str).str.len() > 0]
@@ -383,34 +326,30 @@ def run(args: argparse.Namespace, api=None) -> int:
             f"[{r.ci_low:.3g}, {r.ci_high:.3g}] ({r.ci_method})",
             file=sys.stderr,
         )
-    if not args.quiet:
-        for m in messages:
-            print(f"note: {m}")
-        if skipped:
-            print(f"skipped {len(skipped)} run(s) (see skipped.csv):")
-            for s in skipped[:10]:
-                print(f"  {s.run}: {s.reason}")
-        warned = exponents[exponents["warnings"].astype(bool)]
-        for r in warned.itertuples():
-            print(f"warning: {r.condition} {r.clock}: {r.warnings}")
-        for r in common.itertuples():
-            if r.p_common == r.p_common:
-                print(
-                    f"common α across targets, {r.condition}: {r.exponent_common:.3f} "
-                    f"[{r.ci_low:.3f}, {r.ci_high:.3f}], test of equality p = {r.p_common:.3g}"
-                )
-        for line in _hazard_summary(hazard):
-            print(line)
-        n_fit = int(tables.runs["in_fit"].sum())
-        print(
-            f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
-            f"wrote {out} in {time.perf_counter() - start:.1f} s"
-        )
-    if args.to_wandb is not None:
-        from analysis.to_wandb import cli_log  # wandb only when asked
-
-        return cli_log(args, out, loaded, tables, exponents, comparisons, plots + bcrit_figures, prov)
-    return 0
+    if args.quiet:
+        return
+    for m in messages:
+        print(f"note: {m}")
+    if skipped:
+        print(f"skipped {len(skipped)} run(s) (see skipped.csv):")
+        for s in skipped[:10]:
+            print(f"  {s.run}: {s.reason}")
+    warned = exponents[exponents["warnings"].astype(bool)]
+    for r in warned.itertuples():
+        print(f"warning: {r.condition} {r.clock}: {r.warnings}")
+    for r in results.common.itertuples():
+        if r.p_common == r.p_common:
+            print(
+                f"common α across targets, {r.condition}: {r.exponent_common:.3f} "
+                f"[{r.ci_low:.3f}, {r.ci_high:.3f}], test of equality p = {r.p_common:.3g}"
+            )
+    for line in _hazard_summary(results.hazard):
+        print(line)
+    n_fit = int(tables.runs["in_fit"].sum())
+    print(
+        f"{len(tables.runs)} runs ({n_fit} in fits), {tables.runs['condition'].nunique()} condition(s); "
+        f"wrote {out} in {time.perf_counter() - start:.1f} s"
+    )
 
 
 def _hazard_summary(hazard) -> list[str]:

@@ -414,26 +414,8 @@ def fit_power_law(
     res.n_interval = int((~c & np.isfinite(lo) & (lo < hi)).sum())
     res.n_left = int((~c & ~np.isfinite(lo)).sum())
     uniq, counts = np.unique(B, return_counts=True)
-    res.n_sizes, res.n_seeds_min = int(uniq.size), int(counts.min())
-    reached = np.array([(~c[B == b]).any() for b in uniq])
-    res.sizes_unreached = tuple(float(b) for b in uniq[~reached])
-    if uniq.size < 3:
-        res.warnings.append(f"only {uniq.size} distinct B (< 3): exponent poorly determined")
-    if (counts == 1).any():
-        res.warnings.append(f"single seed at B={', '.join(f'{b:g}' for b in uniq[counts == 1])}")
-    if c.all():
-        res.warnings.append("all runs censored: exponent not identified")
+    if not _design_checks(res, B, c, uniq, counts):
         return res
-    if np.unique(B[~c]).size < 2:
-        res.warnings.append("events observed at fewer than 2 distinct B: exponent not identified")
-        return res
-    if res.sizes_unreached:
-        res.warnings.append(
-            f"no run reached it at B={', '.join(f'{b:g}' for b in res.sizes_unreached)}: "
-            "only censored lower bounds there, the line is extrapolated"
-        )
-    if c.mean() > 0.5:
-        res.warnings.append(f"{c.mean():.0%} of runs censored: the fit leans on the model")
     x = np.log(B)
     xm = x.mean()
     X = np.column_stack([np.ones_like(x), x - xm])
@@ -455,28 +437,9 @@ def fit_power_law(
     dev = np.log(uniq) - x.mean()
     num, den = (counts * dev**2).sum(), ((counts - 1) * dev**2).sum()
     if n_boot <= 0 or den <= 0:
-        res.ci_method = "wald"
-        res.ci_low, res.ci_high = res.wald_low, res.wald_high
-        if n_boot > 0:
-            res.warnings.append("one run per B: bootstrap cannot vary, Wald interval reported")
-        if profile and _sigma_collapsed(res, lo, hi, bool(fit["stalled"][0])):
-            plow, phigh = profile_interval(x, lo, hi, res.exponent, res.loglik, level=level)
-            res.profile_low, res.profile_high = plow, phigh
-            res.se, res.wald_low, res.wald_high = np.nan, np.nan, np.nan
-            res.ci_low, res.ci_high, res.ci_method = plow, phigh, "profile"
-            res.degenerate = "the scatter σ collapsed: σ not identified"
-            res.warnings.append(f"{res.degenerate}; profile-likelihood interval reported")
-        return res
-    k = 1.0
+        return _without_bootstrap(res, x, lo, hi, fit, n_boot, profile, level)
     res.n_clusters = int(n_clusters or 0)
-    if inflate and n_clusters:
-        # seeds resampled as clusters: resampling S clusters shrinks the variance of their mean by
-        # (S - 1) / S, and the pivot of a mean of S cluster statistics is Student-t with S - 1 df
-        S = int(n_clusters)
-        k = float(np.sqrt(S / (S - 1)) * float(stdtrit(S - 1, 0.5 + level / 2)) / z) if S > 1 else np.inf
-    elif inflate:
-        df = B.size - uniq.size  # degrees of freedom of the within-size scatter the bootstrap sees
-        k = float(np.sqrt(num / den) * float(stdtrit(df, 0.5 + level / 2)) / z)
+    k = _inflation(inflate, n_clusters, B.size - uniq.size, num, den, level, z)
     res.inflation = k
     W = weights if weights is not None else stratified_weights(np.searchsorted(uniq, B), n_boot, rng)
     n_boot = W.shape[0]
@@ -503,6 +466,64 @@ def fit_power_law(
     if profile:
         _guard_degenerate(res, x, lo, hi, B, uniq, fit, level)
     return res
+
+
+def _design_checks(res: FitResult, B, c, uniq, counts) -> bool:
+    """Fill the design's counts and warnings into ``res``; False where the exponent cannot be
+    identified (every run censored, or events at fewer than 2 sizes)."""
+    res.n_sizes, res.n_seeds_min = int(uniq.size), int(counts.min())
+    reached = np.array([(~c[B == b]).any() for b in uniq])
+    res.sizes_unreached = tuple(float(b) for b in uniq[~reached])
+    if uniq.size < 3:
+        res.warnings.append(f"only {uniq.size} distinct B (< 3): exponent poorly determined")
+    if (counts == 1).any():
+        res.warnings.append(f"single seed at B={', '.join(f'{b:g}' for b in uniq[counts == 1])}")
+    if c.all():
+        res.warnings.append("all runs censored: exponent not identified")
+        return False
+    if np.unique(B[~c]).size < 2:
+        res.warnings.append("events observed at fewer than 2 distinct B: exponent not identified")
+        return False
+    if res.sizes_unreached:
+        res.warnings.append(
+            f"no run reached it at B={', '.join(f'{b:g}' for b in res.sizes_unreached)}: "
+            "only censored lower bounds there, the line is extrapolated"
+        )
+    if c.mean() > 0.5:
+        res.warnings.append(f"{c.mean():.0%} of runs censored: the fit leans on the model")
+    return True
+
+
+def _without_bootstrap(res: FitResult, x, lo, hi, fit, n_boot: int, profile: bool, level: float) -> FitResult:
+    """The Wald interval where the bootstrap cannot vary (one run per size, or ``n_boot`` 0), and the
+    profile interval instead where the scatter collapsed."""
+    res.ci_method = "wald"
+    res.ci_low, res.ci_high = res.wald_low, res.wald_high
+    if n_boot > 0:
+        res.warnings.append("one run per B: bootstrap cannot vary, Wald interval reported")
+    if profile and _sigma_collapsed(res, lo, hi, bool(fit["stalled"][0])):
+        plow, phigh = profile_interval(x, lo, hi, res.exponent, res.loglik, level=level)
+        res.profile_low, res.profile_high = plow, phigh
+        res.se, res.wald_low, res.wald_high = np.nan, np.nan, np.nan
+        res.ci_low, res.ci_high, res.ci_method = plow, phigh, "profile"
+        res.degenerate = "the scatter σ collapsed: σ not identified"
+        res.warnings.append(f"{res.degenerate}; profile-likelihood interval reported")
+    return res
+
+
+def _inflation(
+    inflate: bool, n_clusters: int | None, df: int, num: float, den: float, level: float, z: float
+) -> float:
+    """The factor on the bootstrap's deviations that corrects its small-sample narrowness."""
+    if inflate and n_clusters:
+        # seeds resampled as clusters: resampling S clusters shrinks the variance of their mean by
+        # (S - 1) / S, and the pivot of a mean of S cluster statistics is Student-t with S - 1 df
+        S = int(n_clusters)
+        return float(np.sqrt(S / (S - 1)) * float(stdtrit(S - 1, 0.5 + level / 2)) / z) if S > 1 else np.inf
+    if inflate:
+        # df: degrees of freedom of the within-size scatter the bootstrap sees
+        return float(np.sqrt(num / den) * float(stdtrit(df, 0.5 + level / 2)) / z)
+    return 1.0
 
 
 def _sigma_collapsed(res: FitResult, lo: np.ndarray, hi: np.ndarray, stalled: bool) -> bool:

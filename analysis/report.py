@@ -229,17 +229,29 @@ def condition_resamples(
     return fitted, None, "none", None, ""
 
 
+@dataclass
+class _ClockFit:
+    """One clock's fits within a condition (what its row of ``exponents.csv`` is made from)."""
+
+    fit: FitResult
+    early: list[float]
+    sens: dict  # "never" / "at_failure" -> FitResult (target clocks with failed-first runs)
+    joint: dict
+    gof: GoodnessOfFit
+    limited: int = 0
+    by_failure: int = 0
+    by_budget: int = 0
+    n_incomplete: int = 0
+
+
 def _fit_condition(condition: str, job: _FitJob) -> tuple[list[dict], dict]:
     """Every clock of one condition (the body of :func:`fit_conditions`)."""
-    tables, n_boot, seed, interpolated = job.tables, job.n_boot, job.seed, job.interpolated
-    joint_model, key_columns, resample = job.joint_model, job.key_columns, job.resample
-    runs = tables.runs
-    group = runs[runs["condition"] == condition]
-    crossing = tables.options.crossing_mode if tables.options else "interval"
+    tables = job.tables
+    group = tables.runs[tables.runs["condition"] == condition]
     rows, fits = [], {}
-    first = group.iloc[0]
-    fitted, W, used, clusters, note = condition_resamples(tables, condition, n_boot, seed, resample)
-    B = fitted["B"].to_numpy(float)
+    fitted, W, used, clusters, note = condition_resamples(
+        tables, condition, job.n_boot, job.seed, job.resample
+    )
     explicit = tables.options is not None and tables.options.targets is not None
     declared = {float(t) for text in group.get("declared_targets", []) for t in str(text).split()}
     for clock in clocks_of(tables):
@@ -248,148 +260,163 @@ def _fit_condition(condition: str, job: _FitJob) -> tuple[list[dict], dict]:
             continue  # a target these runs do not time (another condition's eval.targets)
         if is_target and not explicit and not declared and "declared_targets" in group:
             continue  # the runs time no target at all (eval.targets: [])
-        lower = fitted[f"{clock}:lower"] if is_target or f"{clock}:lower" in fitted else None
-        early = early_sizes(fitted, clock, tables.options) if is_target else []
-        fc = fitted
-        if early:  # the early sizes' runs leave this target's fits (their weights' columns are ignored)
-            fc = fitted.assign(**{clock: fitted[clock].where(~fitted["B"].isin(early))})
-        values = fc[clock]
-        fit = fit_power_law(
-            B,
-            values,
-            fc[f"{clock}:censored"],
-            lower=lower,
-            n_boot=n_boot,
-            weights=W,
-            n_clusters=clusters,
+        cf = _fit_clock(condition, clock, job, group, fitted, W, clusters, fits)
+        resampling = used + (f" ({note})" if note else "")
+        rows.append(_exponent_row(condition, clock, job, group.iloc[0], cf, resampling))
+    return rows, fits
+
+
+def _fit_clock(condition, clock, job: _FitJob, group, fitted, W, clusters, fits: dict) -> _ClockFit:
+    """Fit one clock of one condition (and, for a target with failed-first runs, its two sensitivity
+    fits and the joint model); the fits are added to ``fits``."""
+    tables, n_boot = job.tables, job.n_boot
+    crossing = tables.options.crossing_mode if tables.options else "interval"
+    is_target = clock != "failure"
+    B = fitted["B"].to_numpy(float)
+    lower = fitted[f"{clock}:lower"] if is_target or f"{clock}:lower" in fitted else None
+    early = early_sizes(fitted, clock, tables.options) if is_target else []
+    fc = fitted
+    if early:  # the early sizes' runs leave this target's fits (their weights' columns are ignored)
+        fc = fitted.assign(**{clock: fitted[clock].where(~fitted["B"].isin(early))})
+    fit = fit_power_law(
+        B, fc[clock], fc[f"{clock}:censored"], lower=lower, n_boot=n_boot, weights=W, n_clusters=clusters
+    )
+    _fit_warnings(fit, fc, fitted, group, clock, early, is_target)
+    n_incomplete = int(fc["incomplete"].sum()) if "incomplete" in fitted else 0
+    fits[(condition, clock)] = fit
+    limited = by_failure = by_budget = 0
+    sens = {}
+    if is_target:
+        observed = fc[~fc[f"{clock}:censored"] & (fc[clock] > 0)]
+        limited = int(observed[f"{clock}:resolution_limited"].sum())
+        if limited and crossing != "interval":
+            fit.warnings.append(f"{limited} resolution-limited point(s)")
+        cause = fc[f"{clock}:censored_by"]
+        by_failure = int((cause == "failure").sum())
+        by_budget = int((cause == "budget").sum())
+        for kind in ("never", "at_failure"):
+            if by_failure:
+                v, c, lo = _sensitivity_data(fc, clock, kind)
+                other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W, n_clusters=clusters)
+                fits[(condition, f"{clock}:{kind}")] = other
+            else:
+                other = fit
+            sens[kind] = other
+    else:
+        by_budget = int(fc["failure:censored"].sum())
+        if "failure:resolution_limited" in fitted:
+            limited = int((~fc["failure:censored"] & fc["failure:resolution_limited"]).sum())
+    gof = (
+        goodness_of_fit(B, fc[clock], fc[f"{clock}:censored"], lower)
+        if np.isfinite(fit.exponent)
+        else GoodnessOfFit(note="exponent not identified")
+    )
+    joint = {}
+    if is_target and by_failure and job.joint_model:
+        joint = fit_joint(
+            B, fc[clock], fc[f"{clock}:censored"], fc[f"{clock}:lower"], fc["failure"], fc["failure:censored"]
         )
-        if is_target:
-            at_zero = int((~fc[f"{clock}:censored"] & (fc[clock] <= 0)).sum())
-            if at_zero:
-                fit.warnings.insert(
-                    0,
-                    f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
-                )
-        if early:
+        if joint.get("message"):
+            fit.warnings.append(f"joint model: {joint['message']}")
+    return _ClockFit(fit, early, sens, joint, gof, limited, by_failure, by_budget, n_incomplete)
+
+
+def _fit_warnings(fit: FitResult, fc, fitted, group, clock: str, early: list[float], is_target: bool) -> None:
+    """The warnings about which runs a clock's fit used (step-0 crossings, early sizes, incomplete
+    runs), in the order the report prints them."""
+    if is_target:
+        at_zero = int((~fc[f"{clock}:censored"] & (fc[clock] <= 0)).sum())
+        if at_zero:
             fit.warnings.insert(
                 0,
-                f"B={', '.join(f'{b:g}' for b in early)} left out: most crossings there come within the "
-                "first rollouts (near the R >= B floor); at most one such size enters a fit",
+                f"target already met at the step-0 evaluation in {at_zero} of {len(fitted)} run(s): left out",
             )
-        left_out = len(group) - len(fitted)
-        if left_out:
-            fit.warnings.append(f"{left_out} incomplete run(s) left out (--drop-incomplete)")
-        n_incomplete = int(fc["incomplete"].sum()) if "incomplete" in fitted else 0
-        if n_incomplete:
-            fit.warnings.append(f"{n_incomplete} incomplete run(s) right-censored at their last evaluation")
-        fits[(condition, clock)] = fit
-        limited = by_failure = by_budget = 0
-        sens = {}
-        if is_target:
-            observed = fc[~fc[f"{clock}:censored"] & (fc[clock] > 0)]
-            limited = int(observed[f"{clock}:resolution_limited"].sum())
-            if limited and crossing != "interval":
-                fit.warnings.append(f"{limited} resolution-limited point(s)")
-            cause = fc[f"{clock}:censored_by"]
-            by_failure = int((cause == "failure").sum())
-            by_budget = int((cause == "budget").sum())
-            for kind in ("never", "at_failure"):
-                if by_failure:
-                    v, c, lo = _sensitivity_data(fc, clock, kind)
-                    other = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W, n_clusters=clusters)
-                    fits[(condition, f"{clock}:{kind}")] = other
-                else:
-                    other = fit
-                sens[kind] = other
-        else:
-            by_budget = int(fc["failure:censored"].sum())
-            if "failure:resolution_limited" in fitted:
-                limited = int((~fc["failure:censored"] & fc["failure:resolution_limited"]).sum())
-        gof = (
-            goodness_of_fit(B, fc[clock], fc[f"{clock}:censored"], lower)
-            if np.isfinite(fit.exponent)
-            else GoodnessOfFit(note="exponent not identified")
+    if early:
+        fit.warnings.insert(
+            0,
+            f"B={', '.join(f'{b:g}' for b in early)} left out: most crossings there come within the "
+            "first rollouts (near the R >= B floor); at most one such size enters a fit",
         )
-        joint = {}
-        if is_target and by_failure and joint_model:
-            joint = fit_joint(
-                B,
-                fc[clock],
-                fc[f"{clock}:censored"],
-                fc[f"{clock}:lower"],
-                fc["failure"],
-                fc["failure:censored"],
-            )
-            if joint.get("message"):
-                fit.warnings.append(f"joint model: {joint['message']}")
-        lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
-        highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
-        noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
-        if first["clock_unit"] != "responses":  # the references are exponents on the responses clock
-            noise = curvature = theory = math.nan
-        row = {"condition": condition}
-        row.update({k: first[k] for k in key_columns})
-        row.update(
-            clock=clock,
-            exponent=fit.exponent,
-            ci_low=fit.ci_low,
-            ci_high=fit.ci_high,
-            n_runs=fit.n_runs,
-            n_censored=fit.n_censored,
-            n_censored_failure=by_failure,
-            n_censored_budget=by_budget,
-            n_interval=fit.n_interval,
-            n_left=fit.n_left,
-            n_sizes=fit.n_sizes,
-            sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
-            sizes_early=" ".join(f"{b:g}" for b in early),
-            prefactor=fit.prefactor,
-            sigma=fit.sigma,
-            wald_low=fit.wald_low,
-            wald_high=fit.wald_high,
-            profile_low=fit.profile_low,
-            profile_high=fit.profile_high,
-            ci_method=fit.ci_method,
-            degenerate=fit.degenerate,
-            resampling=used + (f" ({note})" if note else ""),
-            inflation=fit.inflation,
-            n_seeds_min=fit.n_seeds_min,
-            n_resolution_limited=limited,
-            n_incomplete=n_incomplete,
-            n_boot=fit.n_boot,
-            n_boot_failed=fit.n_boot_failed,
-            exponent_never=sens["never"].exponent if sens else math.nan,
-            ci_low_never=sens["never"].ci_low if sens else math.nan,
-            ci_high_never=sens["never"].ci_high if sens else math.nan,
-            exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
-            ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
-            ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
-            sensitivity_low=_nan_extreme(lows, np.nanmin),
-            sensitivity_high=_nan_extreme(highs, np.nanmax),
-            exponent_joint=joint.get("alpha", math.nan),
-            ci_low_joint=joint.get("ci_low", math.nan),
-            ci_high_joint=joint.get("ci_high", math.nan),
-            rho_joint=joint.get("rho", math.nan),
-            lof_stat=gof.lof_stat,
-            lof_df=gof.lof_df,
-            lof_p=gof.lof_p,
-            aic_line=gof.aic_line,
-            aic_broken=gof.aic_broken,
-            delta_aic=gof.delta_aic,
-            knee=gof.knee,
-            slope_below=gof.slope_below,
-            slope_above=gof.slope_above,
-            clock_unit=first["clock_unit"],
-            crossing=crossing if is_target else "exact",
-            failure_time=tables.options.failure_time if tables.options else "onset",
-            interpolated=(interpolated or crossing == "interpolate") and is_target,
-            theory_noise_dominated=noise,
-            theory_curvature_dominated=curvature,
-            theory=theory,
-            warnings="; ".join(fit.warnings),
-        )
-        rows.append(row)
-    return rows, fits
+    left_out = len(group) - len(fitted)
+    if left_out:
+        fit.warnings.append(f"{left_out} incomplete run(s) left out (--drop-incomplete)")
+    n_incomplete = int(fc["incomplete"].sum()) if "incomplete" in fitted else 0
+    if n_incomplete:
+        fit.warnings.append(f"{n_incomplete} incomplete run(s) right-censored at their last evaluation")
+
+
+def _exponent_row(condition: str, clock: str, job: _FitJob, first, cf: _ClockFit, resampling: str) -> dict:
+    """One row of ``exponents.csv`` (``STAT_COLUMNS``)."""
+    tables, fit, sens, joint, gof = job.tables, cf.fit, cf.sens, cf.joint, cf.gof
+    is_target = clock != "failure"
+    crossing = tables.options.crossing_mode if tables.options else "interval"
+    lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
+    highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
+    noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
+    if first["clock_unit"] != "responses":  # the references are exponents on the responses clock
+        noise = curvature = theory = math.nan
+    row = {"condition": condition}
+    row.update({k: first[k] for k in job.key_columns})
+    row.update(
+        clock=clock,
+        exponent=fit.exponent,
+        ci_low=fit.ci_low,
+        ci_high=fit.ci_high,
+        n_runs=fit.n_runs,
+        n_censored=fit.n_censored,
+        n_censored_failure=cf.by_failure,
+        n_censored_budget=cf.by_budget,
+        n_interval=fit.n_interval,
+        n_left=fit.n_left,
+        n_sizes=fit.n_sizes,
+        sizes_unreached=" ".join(f"{b:g}" for b in fit.sizes_unreached),
+        sizes_early=" ".join(f"{b:g}" for b in cf.early),
+        prefactor=fit.prefactor,
+        sigma=fit.sigma,
+        wald_low=fit.wald_low,
+        wald_high=fit.wald_high,
+        profile_low=fit.profile_low,
+        profile_high=fit.profile_high,
+        ci_method=fit.ci_method,
+        degenerate=fit.degenerate,
+        resampling=resampling,
+        inflation=fit.inflation,
+        n_seeds_min=fit.n_seeds_min,
+        n_resolution_limited=cf.limited,
+        n_incomplete=cf.n_incomplete,
+        n_boot=fit.n_boot,
+        n_boot_failed=fit.n_boot_failed,
+        exponent_never=sens["never"].exponent if sens else math.nan,
+        ci_low_never=sens["never"].ci_low if sens else math.nan,
+        ci_high_never=sens["never"].ci_high if sens else math.nan,
+        exponent_at_failure=sens["at_failure"].exponent if sens else math.nan,
+        ci_low_at_failure=sens["at_failure"].ci_low if sens else math.nan,
+        ci_high_at_failure=sens["at_failure"].ci_high if sens else math.nan,
+        sensitivity_low=_nan_extreme(lows, np.nanmin),
+        sensitivity_high=_nan_extreme(highs, np.nanmax),
+        exponent_joint=joint.get("alpha", math.nan),
+        ci_low_joint=joint.get("ci_low", math.nan),
+        ci_high_joint=joint.get("ci_high", math.nan),
+        rho_joint=joint.get("rho", math.nan),
+        lof_stat=gof.lof_stat,
+        lof_df=gof.lof_df,
+        lof_p=gof.lof_p,
+        aic_line=gof.aic_line,
+        aic_broken=gof.aic_broken,
+        delta_aic=gof.delta_aic,
+        knee=gof.knee,
+        slope_below=gof.slope_below,
+        slope_above=gof.slope_above,
+        clock_unit=first["clock_unit"],
+        crossing=crossing if is_target else "exact",
+        failure_time=tables.options.failure_time if tables.options else "onset",
+        interpolated=(job.interpolated or crossing == "interpolate") and is_target,
+        theory_noise_dominated=noise,
+        theory_curvature_dominated=curvature,
+        theory=theory,
+        warnings="; ".join(fit.warnings),
+    )
+    return row
 
 
 def _nan_extreme(values: list[float], func) -> float:

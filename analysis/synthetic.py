@@ -362,6 +362,13 @@ def _one_run(spec, size, seed, scale, rf, kappas, noise_seed) -> SyntheticRun:
         if due:
             evaluate(k)
 
+    return _finish_run(spec, config, rows, size, seed, scale, rf, kappas, onset_at, last, failed, lr)
+
+
+def _finish_run(
+    spec, config, rows, size, seed, scale, rf, kappas, onset_at, last, failed, lr
+) -> SyntheticRun:
+    """A simulated run's status, summary and truth from its rows (``truth``: see the module docstring)."""
     evals = [r for r in rows if "eval/accuracy" in r]
     final = rows[-1]["responses"]
     targets, truth = {}, {"B": size, "seed": seed, "failure_true": rf}

@@ -1,0 +1,207 @@
+"""The analysis as one pipeline: tables → fits → tables on disk (``rlvr-analyze``, docs/analysis.md).
+
+:func:`fit_all` runs every fit of ``rlvr-analyze`` on the clock tables and returns them in one typed
+:class:`Results`; :func:`write_tables` writes its CSV files; :func:`report_sections` gathers the report
+sections the fitting modules render. ``analysis/cli.py`` reads the source and the options, calls these,
+draws the figures and writes the report; ``rlvr_study`` and :mod:`analysis.api` call the same
+:func:`analysis.clocks.build_tables` and :func:`analysis.report.fit_conditions` underneath.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.bcrit import bcrit_lines, bcrit_tables
+from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
+from analysis.blocks import markdown_lines as blocks_markdown
+from analysis.blocks import seed_correlations
+from analysis.clocks import Tables
+from analysis.competing import incidence_tables
+from analysis.cross import common_exponent_table
+from analysis.fit import FitResult
+from analysis.gain import gain_lines, gain_table
+from analysis.hazard import hazard_tables
+from analysis.load import RunRecord
+from analysis.noise_scale import agreement, noise_table
+from analysis.recommend import recommend_lines, recommend_table
+from analysis.report import compare_conditions, fit_conditions
+from analysis.sigmoid import sigmoid_tables
+from analysis.theory import theory_lines, theory_table
+from analysis.trend import trend_lines, trend_table
+from analysis.which_b import which_b_lines, which_b_table
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the fits run (``rlvr-analyze``'s options that change numbers)."""
+
+    n_boot: int = 2000
+    seed: int = 0
+    interpolated: bool = False
+    joint_model: bool = True
+    jobs: int = 1
+    resample: str = "seeds"
+    compare_all: bool = False
+    throughput: list | None = None  # [(B, responses/s)] for which_b.csv; None: the runs' own clocks
+    sigmoid_boot: int | None = 200  # None: no sigmoid fits
+    gain_targets: tuple[float, ...] = ()
+
+
+@dataclass
+class Results:
+    """Every table ``rlvr-analyze`` writes, and the fits behind the figures."""
+
+    tables: Tables
+    exponents: pd.DataFrame
+    fits: dict[tuple[str, str], FitResult]
+    comparisons: pd.DataFrame
+    incidence: pd.DataFrame
+    incidence_summary: pd.DataFrame
+    common: pd.DataFrame
+    trend: pd.DataFrame
+    gain: pd.DataFrame
+    hazard: tuple[pd.DataFrame, pd.DataFrame]
+    noise: pd.DataFrame
+    theory: pd.DataFrame
+    bcrit: pd.DataFrame
+    bcrit_theory: pd.DataFrame
+    recommend: pd.DataFrame
+    correlations: pd.DataFrame
+    which_b: pd.DataFrame
+    sigmoid: pd.DataFrame | None
+    resampling: dict[str, str] = field(default_factory=dict)  # condition -> bootstrap used
+
+
+def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Results:
+    """Every fit of the analysis on ``tables`` (built from ``records``), in the order each needs."""
+    s = settings
+    exponents, fits = fit_conditions(
+        tables,
+        n_boot=s.n_boot,
+        seed=s.seed,
+        interpolated=s.interpolated,
+        joint_model=s.joint_model,
+        jobs=s.jobs,
+        resample=s.resample,
+    )
+    correlations = seed_correlations(tables, fits)
+    resampling = dict(zip(exponents["condition"], exponents["resampling"]))
+    noise = noise_table(tables, n_boot=s.n_boot, seed=s.seed)
+    which_b = which_b_table(tables, fits, s.throughput)
+    exponents = agreement(exponents, noise)
+    theory = theory_table(tables, exponents, fits, n_boot=s.n_boot, seed=s.seed, resample=s.resample)
+    bcrit, bcrit_theory = bcrit_tables(
+        tables, exponents, fits, s.n_boot, s.seed, s.resample, s.jobs, {r.run: r.rows for r in records}
+    )
+    comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=s.compare_all)
+    incidence, incidence_summary = incidence_tables(tables)
+    common = common_exponent_table(tables, fits)
+    trend = trend_table(exponents, fits, common, tables.varying_keys)
+    gain = gain_table(
+        records,
+        tables,
+        s.gain_targets,
+        n_boot=s.n_boot,
+        seed=s.seed,
+        gain_boot=s.sigmoid_boot or 0,
+        resample=s.resample,
+    )
+    hazard = hazard_tables(tables, exponents, n_boot=s.n_boot, seed=s.seed, resample=s.resample)
+    sigmoid = (
+        None
+        if s.sigmoid_boot is None
+        else sigmoid_tables(tables, n_boot=s.sigmoid_boot, seed=s.seed, jobs=s.jobs)
+    )
+    return Results(
+        tables=tables,
+        exponents=exponents,
+        fits=fits,
+        comparisons=comparisons,
+        incidence=incidence,
+        incidence_summary=incidence_summary,
+        common=common,
+        trend=trend,
+        gain=gain,
+        hazard=hazard,
+        noise=noise,
+        theory=theory,
+        bcrit=bcrit,
+        bcrit_theory=bcrit_theory,
+        recommend=recommend_table(tables, fits),
+        correlations=correlations,
+        which_b=which_b,
+        sigmoid=sigmoid,
+        resampling=resampling,
+    )
+
+
+def write_tables(r: Results, out: Path, skipped: list, gain: bool = False) -> None:
+    """The CSV (and parquet) files of ``docs/analysis.md``'s output list; ``gain.csv`` only when gain
+    targets were asked for."""
+    r.tables.runs.to_csv(out / "runs.csv", index=False)
+    r.tables.runs.to_parquet(out / "runs.parquet", index=False)
+    r.tables.evals.to_csv(out / "evals.csv", index=False)
+    frames = {
+        "exponents": r.exponents,
+        "comparisons": r.comparisons,
+        "incidence": r.incidence,
+        "incidence_summary": r.incidence_summary,
+        "common_exponent": r.common,
+        "trend": r.trend,
+        "hazard": r.hazard[0],
+        "hazard_fit": r.hazard[1],
+        "noise_scale": r.noise,
+        "theory": r.theory,
+        "bcrit": r.bcrit,
+        "bcrit_theory": r.bcrit_theory,
+        "recommend": r.recommend,
+        "seed_correlations": r.correlations,
+        "which_b": r.which_b,
+    }
+    if gain:
+        frames["gain"] = r.gain
+    if r.sigmoid is not None:
+        frames["sigmoid"] = r.sigmoid
+    for name, frame in frames.items():
+        frame.to_csv(out / f"{name}.csv", index=False)
+    pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
+        out / "skipped.csv", index=False
+    )
+
+
+def noise_predictions(r: Results) -> dict[str, dict[str, float]]:
+    """Per condition, the noise scale's prediction the per-condition figures draw."""
+    cond = r.noise[r.noise["level"] == "condition"]
+    return {
+        c.condition: {
+            "b_noise": c.b_noise,
+            "K": c.K,
+            "implied": c.implied_exponent,
+            "low": c.implied_low,
+            "high": c.implied_high,
+        }
+        for c in cond.itertuples()
+    }
+
+
+def report_sections(r: Results, bcrit_figures: list[str]) -> dict:
+    """The sections of report.md that the fitting modules render, keyed as ``markdown.write_report``
+    takes them."""
+    return {
+        "incidence_summary": r.incidence_summary,
+        "common": r.common,
+        "noise": r.noise,
+        "theory": theory_lines(r.theory),
+        "bcrit": bcrit_lines(r.bcrit, bcrit_figures)
+        + bcrit_theory_lines(r.bcrit_theory)
+        + recommend_lines(r.recommend),
+        "sigmoid": r.sigmoid,
+        "blocks": blocks_markdown(r.correlations, r.resampling),
+        "which_b": which_b_lines(r.which_b),
+        "trend": trend_lines(r.trend),
+        "gain": gain_lines(r.gain),
+        "hazard": r.hazard,
+    }
