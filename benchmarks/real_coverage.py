@@ -125,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-rounds", type=int, default=3)
     ap.add_argument("--bootstrap", type=int, default=400)
     ap.add_argument("--out", type=Path, default=None, help="write the table as CSV here")
+    ap.add_argument("--condition", default=None, help="only conditions whose label contains this text")
     args = ap.parse_args(argv)
     t0 = time.time()
     tables = build_tables(load_source(args.pool).runs, options(args.targets, args.isotonic, args.rules))
     rows = []
     for label in sorted(tables.runs["condition"].unique()):
-        rows += one_condition(tables, label, args.targets, args)
+        if args.condition is None or args.condition in label:
+            rows += one_condition(tables, label, args.targets, args)
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.round(3).to_string(index=False))
