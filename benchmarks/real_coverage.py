@@ -83,7 +83,8 @@ def one_condition(tables, label: str, targets, args) -> list[dict]:
                 study = make_study(sizes_p, args.goal, 1e12, args.bootstrap, args.max_rounds, target)
                 study.pilot_seeds = args.pilot_seeds
                 study.common = False
-                result = adaptive(study, source, budget)
+                # the study plans and stops on this target alone: its tables time only it
+                result = adaptive(study, PoolSource(dataclasses.replace(sub, targets=[target]), draw), budget)
                 out["adaptive"].append((result.covers(truth), result.high - result.low, result.runs))
         for design, res in out.items():
             if not res:
