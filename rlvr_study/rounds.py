@@ -299,9 +299,12 @@ def _target_runs(
         assurance=study.assurance,
     )
     runs = {}
+    # balanced: whole seeds at every kept size (as many as the design's busiest size), so the fit's
+    # estimand stays the all-size slope where the line bends and every seed is a complete block
+    most = int(max(design.seeds)) if study.balanced and len(design.seeds) else 0
     for b, n in zip(design.sizes, design.seeds):
         p = next(p for p in study.sizes if costs.size[p] == b)
-        runs[(cond, p)] = int(n)
+        runs[(cond, p)] = max(int(n), most)
     notes += [f"condition {cond} {clock}: {d}" for d in design.dropped]
     return WantedRuns(runs, notes, {cond: [(truth, ratio)]}, {cond: ratio})
 

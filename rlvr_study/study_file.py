@@ -30,6 +30,7 @@ KEYS = {
     "horizon_factor",
     "assurance",
     "gain_targets",
+    "balanced",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
@@ -82,6 +83,9 @@ class Study:
     # the study's analysis also fits α at these fractions of each condition's achievable gain,
     # R0 + f (A - R0) (rlvr-analyze --gain-targets; A beside α in the report); [] for none
     gain_targets: tuple[float, ...] = (0.5, 0.75)
+    # true: a round adds whole seeds at every kept size (the design's largest count everywhere) instead of
+    # collecting them at the extreme sizes (docs/study.md, "Calibration on real runs")
+    balanced: bool = False
 
     def condition_overrides(self, i: int) -> list[str]:
         return [
@@ -172,6 +176,10 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:
             raise StudyError(f"assurance: a probability in [0.5, 1), got {value!r}")
         study.assurance = float(value)
+    if "balanced" in raw:
+        if not isinstance(raw["balanced"], bool):
+            raise StudyError(f"balanced: true or false, got {raw['balanced']!r}")
+        study.balanced = raw["balanced"]
     if "gain_targets" in raw:
         value = raw["gain_targets"] if raw["gain_targets"] is not None else []
         if not isinstance(value, list) or not all(

@@ -46,6 +46,7 @@ GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
         ({"assurance": 1.0}, "assurance"),
         ({"gain_targets": [0.5, 1.2]}, "gain_targets"),
         ({"gain_targets": 0.5}, "gain_targets"),
+        ({"balanced": "yes"}, "balanced"),
     ],
 )
 def test_a_wrong_study_file_names_the_key(change, key):
@@ -569,3 +570,27 @@ def test_a_condition_whose_top_target_sits_near_its_plateau_is_flagged(plateau, 
     lines = plateau_lines(study, measurement(study, tables, exps))
     assert len(lines) == 1 and "R0 0.180" in lines[0] and f"A {plateau:.2f}" in lines[0]
     assert ("near its plateau" in lines[0]) is flagged
+
+
+def test_a_balanced_study_adds_whole_seeds_at_every_kept_size(pilot):
+    """``balanced: true``: every kept size of a condition gets the same seeds (complete seed blocks),
+    as many as the unbalanced design's busiest size."""
+    import dataclasses
+
+    study, m, pilots = pilot
+    plain = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
+    balanced = plan_round(dataclasses.replace(study, balanced=True), m, pilots, BUDGET, RoundBudget(1e9))
+    for cond in (0, 1):
+        seeds_at = {p: set() for p in study.sizes}
+        for x in balanced.launches:
+            if x.condition == cond:
+                for p in x.sizes:
+                    seeds_at[p] |= set(x.seeds)
+        assert len({frozenset(s) for s in seeds_at.values()}) == 1 and seeds_at[study.sizes[0]]
+        most = max(
+            sum(len(x.seeds) for x in plain.launches if x.condition == cond and p in x.sizes)
+            for p in study.sizes
+        )
+        assert len(seeds_at[study.sizes[0]]) == most
+    assert balanced.responses > plain.responses
+    assert parse_study({**GOOD, "balanced": True}).balanced and not parse_study(dict(GOOD)).balanced
