@@ -281,7 +281,7 @@ def run_clocks(
     out = _run_row(record, state, incomplete, size, sizes, ev, opts)
     out["horizon"] = horizon
     # the run is read to the end of the rollout that reaches the horizon (where a run trained to it stops)
-    horizon = float(size) * math.ceil(horizon / float(size) - 1e-9) if math.isfinite(horizon) else horizon
+    horizon = float(horizon_end(horizon, size))
     past = float(record.rows[-1]["responses"]) >= horizon  # observed over the whole horizon
     out["past_horizon"] = past
     out["in_fit"] = out["in_fit"] or past
@@ -440,6 +440,14 @@ def _failure(
     return _Failure(False, at, value, lower, limited, detector, detection, onset)
 
 
+def horizon_end(horizon, size):
+    """The responses up to which a run is read: the end of the rollout that reaches ``horizon`` (a
+    multiple of the rollout size ``size``; an infinite horizon stays infinite). Scalars or arrays."""
+    h, b = np.asarray(horizon, float), np.asarray(size, float)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(h), b * np.ceil(h / b - 1e-9), h)
+
+
 def rollout_after(responses: float, size: float) -> float:
     """The responses at the end of the first rollout that ends after ``responses`` (a multiple of the
     rollout size B, at least B): the earliest time of an event known to come after ``responses``,
@@ -462,7 +470,7 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
     """
     # at risk until the failure (within the horizon) and read only up to the horizon (in whole rollouts)
     horizon = out["horizon"]
-    horizon = float(size) * math.ceil(horizon / float(size) - 1e-9) if math.isfinite(horizon) else horizon
+    horizon = float(horizon_end(horizon, size))
     observable = ev.resp <= (fail.at if not fail.censored else horizon)
     raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
     hits = raw_hits & observable[:, None]

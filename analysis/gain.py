@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from analysis.clocks import Tables, build_tables, target_label
+from analysis.clocks import Tables, build_tables, horizon_end, target_label
 from analysis.markdown import markdown_table
 from analysis.report import fit_conditions
 
@@ -72,11 +72,8 @@ def read_evaluations(runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
     if evals.empty:
         return evals
     info = runs.set_index("run")
-    size = info["B"].astype(float)
     horizon = info["horizon"].astype(float) if "horizon" in info else pd.Series(math.inf, index=info.index)
-    finite = np.isfinite(horizon)
-    limit = horizon.copy()
-    limit[finite] = size[finite] * np.ceil(horizon[finite] / size[finite] - 1e-9)
+    limit = pd.Series(horizon_end(horizon.to_numpy(), info["B"].to_numpy(float)), index=info.index)
     if "failure" in info and "failure:censored" in info and (info.get("clock_unit") == "responses").all():
         failed = ~info["failure:censored"].astype(bool)
         limit[failed] = np.minimum(limit[failed], info.loc[failed, "failure"].astype(float))
