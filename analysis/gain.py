@@ -38,6 +38,7 @@ from scipy.optimize import least_squares
 from analysis.clocks import Tables, build_tables, horizon_end, target_label
 from analysis.markdown import markdown_table
 from analysis.report import fit_conditions
+from analysis.sigmoid import curves_of, pooled_counts
 
 GAIN_COLUMNS = [
     "condition",
@@ -81,21 +82,15 @@ def read_evaluations(runs: pd.DataFrame, evals: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pooled(evals: pd.DataFrame, runs: pd.DataFrame):
-    """Per size: (log clock values, counts [runs, values], sums [runs, values]) of the pooled curve."""
+    """Per size: (log clock values, counts [runs, values], sums [runs, values]) of the pooled curve
+    (:func:`analysis.sigmoid.pooled_counts` on the responses clock)."""
     out = []
     for size, group in runs.groupby("B", sort=True):
-        ev = evals[evals["run"].isin(group["run"]) & (evals["responses"] > 0)]
-        ev = ev[np.isfinite(ev["eval/accuracy"].to_numpy(float))]
-        values = np.unique(ev["responses"].to_numpy(float))
-        names = sorted(ev["run"].unique())
+        values, curves, _ = curves_of(evals[evals["run"].isin(group["run"])], "responses")
         if values.size < 3:
             continue
-        cnt = np.zeros((len(names), values.size))
-        tot = np.zeros((len(names), values.size))
-        col = np.searchsorted(values, ev["responses"].to_numpy(float))
-        row = np.searchsorted(np.array(names, dtype=object), ev["run"].to_numpy(dtype=object))
-        np.add.at(cnt, (row, col), 1.0)
-        np.add.at(tot, (row, col), ev["eval/accuracy"].to_numpy(float))
+        # runs with an evaluation after step 0 only (one that failed in its first rollout has none)
+        cnt, tot = pooled_counts(values, curves, [n for n in sorted(curves) if curves[n][0].size])
         out.append((float(size), np.log(values), cnt, tot))
     return out
 
@@ -142,8 +137,7 @@ def _fit_shared(parts, weights, R0: float, start: np.ndarray | None):
 def achievable_gain(runs: pd.DataFrame, evals: pd.DataFrame, n_boot: int = 200, seed: int = 0) -> dict:
     """``R0``, ``A`` and A's 95 % bootstrap interval of one condition (see the module docstring)."""
     evals = read_evaluations(runs, evals)
-    firsts = evals.sort_values("responses").groupby("run", sort=False)["eval/accuracy"].first()
-    R0 = float(np.nanmean(firsts)) if len(firsts) else math.nan
+    R0 = curves_of(evals, "responses")[2]  # the mean first evaluation, as sigmoid.csv's R0
     parts = _pooled(evals, runs)
     out = {"R0": R0, "A": math.nan, "A_low": math.nan, "A_high": math.nan, "n_boot": 0, "n_points": 0}
     if not math.isfinite(R0) or not parts:

@@ -193,7 +193,7 @@ def fit_batched(L, Y, Wt, R0, start, bounds, max_iter=200, tol=1e-9) -> tuple[np
     return out, conv
 
 
-def _curves(
+def curves_of(
     evals: pd.DataFrame, clock: str
 ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]], float]:
     """Per run ``(clock values, accuracies)`` after step 0 and the starting accuracy R0."""
@@ -208,6 +208,20 @@ def _curves(
     R0 = float(np.nanmean(starts)) if starts else math.nan
     values = np.unique(np.concatenate([c for c, _ in per_run.values()])) if per_run else np.empty(0)
     return values, per_run, R0
+
+
+def pooled_counts(values: np.ndarray, curves: dict, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Counts and sums of the accuracies per run (rows, in ``names`` order) at every distinct clock value
+    of ``values`` (columns): the pooled curve is ``sums.sum(0) / counts.sum(0)``."""
+    index = {v: j for j, v in enumerate(values)}
+    cnt = np.zeros((len(names), values.size))
+    tot = np.zeros((len(names), values.size))
+    for i, name in enumerate(names):
+        C, y = curves[name]
+        j = np.fromiter((index[c] for c in C), int, C.size)
+        np.add.at(cnt[i], j, 1.0)
+        np.add.at(tot[i], j, y)
+    return cnt, tot
 
 
 def _one_condition(condition: str, job: tuple) -> pd.DataFrame:
@@ -237,21 +251,13 @@ def sigmoid_table(tables: Tables, n_boot: int = 200, seed: int = 0, per_run: boo
     clock = unit if unit in evals.columns else "responses"
     for (condition, size), group in runs.groupby(["condition", "B"], sort=True):
         ev = evals[evals["run"].isin(group["run"])]
-        values, curves, R0 = _curves(ev, clock)
+        values, curves, R0 = curves_of(ev, clock)
         names = sorted(curves)
         row = {"condition": condition, "B": size, "level": "B", "run": "", "R0": R0}
         if not np.isfinite(R0) or values.size == 0:
             rows.append(row | {"converged": False, "message": "no evaluations", "n_points": 0})
             continue
-        # counts and sums per run at every distinct clock value: [runs, values]
-        index = {v: j for j, v in enumerate(values)}
-        cnt = np.zeros((len(names), values.size))
-        tot = np.zeros((len(names), values.size))
-        for i, name in enumerate(names):
-            C, y = curves[name]
-            j = np.fromiter((index[c] for c in C), int, C.size)
-            np.add.at(cnt[i], j, 1.0)
-            np.add.at(tot[i], j, y)
+        cnt, tot = pooled_counts(values, curves, names)
         n_c, s_c = cnt.sum(0), tot.sum(0)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(n_c > 0, s_c / n_c, np.nan)
