@@ -83,7 +83,7 @@ def one_condition(tables, label: str, targets, args) -> list[dict]:
                 study = make_study(sizes_p, args.goal, 1e12, args.bootstrap, args.max_rounds, target)
                 study.pilot_seeds = args.pilot_seeds
                 study.common = False
-                study.balanced = args.balanced
+                study.balanced = not args.unbalanced
                 # the study plans and stops on this target alone: its tables time only it
                 result = adaptive(study, PoolSource(dataclasses.replace(sub, targets=[target]), draw), budget)
                 out["adaptive"].append((result.covers(truth), result.high - result.low, result.runs))
@@ -123,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5, help="uniform design: seeds at every size")
     ap.add_argument("--adaptive", action="store_true", help="also the adaptive study's designs (slow)")
     ap.add_argument("--pilot-seeds", type=int, default=3)
-    ap.add_argument("--balanced", action="store_true", help="adaptive rounds add whole seeds at every size")
+    ap.add_argument(
+        "--unbalanced",
+        action="store_true",
+        help="adaptive rounds add seeds where the design wants them, not whole seeds at every fitted size",
+    )
     ap.add_argument("--goal", type=float, default=0.12)
     ap.add_argument("--max-rounds", type=int, default=3)
     ap.add_argument("--bootstrap", type=int, default=400)

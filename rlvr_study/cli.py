@@ -27,6 +27,7 @@ prints its message after ``rlvr-study:`` and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -245,6 +246,21 @@ def parallel_runs(state: dict, m) -> float:
     return max(1.0, float(walls) / seconds) if seconds > 0 and walls > 0 else 1.0
 
 
+# a replicate's seeds start this many seeds per replicate after the study's own (no study runs as many)
+REPLICATE_SEEDS = 1000
+
+
+def replicate(study, n: int):
+    """Replicate ``n`` of ``study``: the same design and rounds on seeds no other replicate uses, in the
+    folder ``<folder>-r<n>`` (run twice, a study shows whether its verdict holds on fresh seeds)."""
+    folder = Path(study.folder)
+    return dataclasses.replace(
+        study,
+        first_seed=study.first_seed + REPLICATE_SEEDS * n,
+        folder=folder.with_name(f"{folder.name}-r{n}"),
+    )
+
+
 def _analyze(study) -> int:
     from analysis.cli import main as analyze
 
@@ -389,12 +405,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--dry-run", action="store_true", help="validate and print the pilot's commands; run nothing"
     )
+    ap.add_argument(
+        "--replicate",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"replicate N of the study: the same design on independent seeds (first_seed + {REPLICATE_SEEDS}*N) "
+        "in its own folder (<folder>-rN)",
+    )
     args = ap.parse_args(argv)
 
     try:
         study = load_study(args.study)
         if args.max_rounds is not None:
             study.max_rounds = args.max_rounds
+        if args.replicate < 0:
+            raise StudyError(f"--replicate: a non-negative integer, got {args.replicate}")
+        if args.replicate:
+            study = replicate(study, args.replicate)
         return run_study(study, stop_after=args.stop_after, dry_run=args.dry_run)
     except StudyError as err:
         print(f"rlvr-study: {err}", file=sys.stderr)

@@ -132,8 +132,8 @@ class RoundPlan:
 
 
 def pilot_plan(study: Study, run_budget: float, group_size: int) -> RoundPlan:
-    """The first round: ``pilot_seeds`` seeds at every size, for every condition."""
-    seeds = list(range(study.pilot_seeds))
+    """The first round: ``pilot_seeds`` seeds at every size, for every condition, from ``first_seed``."""
+    seeds = list(range(study.first_seed, study.first_seed + study.pilot_seeds))
     launches = [Launch(i, seeds, list(study.sizes)) for i in range(len(study.conditions))]
     cost = sum(run_responses(p * group_size, run_budget) for p in study.sizes) * len(seeds)
     return RoundPlan(launches, cost * len(study.conditions))
@@ -149,9 +149,10 @@ def seeds_used(m: Measurement) -> dict[tuple[int, int], set[int]]:
 
 
 def group_launches(
-    additions: dict[tuple[int, int], int], used: dict[tuple[int, int], set[int]]
+    additions: dict[tuple[int, int], int], used: dict[tuple[int, int], set[int]], first_seed: int = 0
 ) -> list[Launch]:
-    """Runs to add per (condition, P) as multiruns: each (condition, P) takes the next unused seeds.
+    """Runs to add per (condition, P) as multiruns: each (condition, P) takes the next unused seeds
+    (from ``first_seed`` where it has none).
     Sizes of a condition whose new seeds start at the same number share multiruns in layers: with 10
     new runs at P = 4 and 11 at P = 32, seeds 2..11 at both sizes, then seed 12 at P = 32."""
     by_start: dict[tuple[int, int], dict[int, int]] = {}
@@ -159,7 +160,7 @@ def group_launches(
         if k <= 0:
             continue
         have = used.get((cond, p), set())
-        start = max(have) + 1 if have else 0
+        start = max(have) + 1 if have else first_seed
         by_start.setdefault((cond, start), {})[p] = k
     out = []
     for (cond, start), counts in sorted(by_start.items()):
@@ -171,24 +172,48 @@ def group_launches(
     return out
 
 
-def kept_sizes(study: Study, m: Measurement, cond: int, clock: str) -> tuple[list[int], list[str]]:
-    """The sizes that may get more runs for one condition and target: a size the fit leaves out as
-    *early* (most crossings within the first rollouts, all but one such size:
-    ``analysis.report.early_sizes``), and a size where every run crossed the target within a
-    resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of the crossing:
-    ``analysis.clocks``), is dropped, as long as two sizes remain; more seeds there add runs that no
-    reported exponent uses, or whose crossing is known only to that bracket. Returns the sizes kept and
-    a note per size dropped."""
-    col = f"limited:{clock}"
+def _early_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[int]:
+    """The sizes the fit of one condition and target leaves out as *early* (most crossings within the
+    first rollouts, all but one such size: ``analysis.report.early_sizes``)."""
     early: set[float] = set()
     if m.exps is not None and len(m.exps) and "sizes_early" in m.exps and m.labels.get(cond):
         row = m.exps[(m.exps["condition"] == m.labels[cond]) & (m.exps["clock"] == clock)]
         if len(row):
             early = {float(b) for b in str(row["sizes_early"].iloc[0]).split() if b != "nan"}
+    out = []
+    for p in study.sizes:
+        at = m.runs[(m.runs["cond"] == cond) & (m.runs["P"] == p)]
+        if len(at) and set(at["B"].astype(float)) & early:
+            out.append(p)
+    return out
+
+
+def fitted_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[int]:
+    """The sizes the fit of one condition and target uses: every size but the early ones
+    (:func:`_early_sizes`), at least two. A balanced round gives each of them whole seeds, so the
+    planner and the fit have one estimand."""
+    early = _early_sizes(study, m, cond, clock)
+    return (
+        [p for p in study.sizes if p not in early]
+        if len(study.sizes) - len(early) >= 2
+        else list(study.sizes)
+    )
+
+
+def kept_sizes(study: Study, m: Measurement, cond: int, clock: str) -> tuple[list[int], list[str]]:
+    """The sizes the planner's design may use for one condition and target: a size the fit leaves out
+    as early (:func:`_early_sizes`), and a size where every run crossed the target within a
+    resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of the crossing:
+    ``analysis.clocks``), is dropped, as long as two sizes remain; more seeds there add runs whose
+    crossing is known only to that bracket. Returns the sizes kept and a note per size dropped. (A
+    balanced round still gives every :func:`fitted_sizes` size its seeds: the design only says how
+    many.)"""
+    col = f"limited:{clock}"
+    early = set(_early_sizes(study, m, cond, clock))
     limited = []
     for p in study.sizes:
         at = m.runs[(m.runs["cond"] == cond) & (m.runs["P"] == p)]
-        if len(at) and (set(at["B"].astype(float)) & early or (col in m.runs and at[col].astype(bool).all())):
+        if p in early or (len(at) and col in m.runs and at[col].astype(bool).all()):
             limited.append(p)
     if len(study.sizes) - len(limited) < 2:
         return list(study.sizes), []
@@ -299,12 +324,17 @@ def _target_runs(
         assurance=study.assurance,
     )
     runs = {}
-    # balanced: whole seeds at every kept size (as many as the design's busiest size), so the fit's
-    # estimand stays the all-size slope where the line bends and every seed is a complete block
-    most = int(max(design.seeds)) if study.balanced and len(design.seeds) else 0
     for b, n in zip(design.sizes, design.seeds):
         p = next(p for p in study.sizes if costs.size[p] == b)
-        runs[(cond, p)] = max(int(n), most)
+        runs[(cond, p)] = int(n)
+    if study.balanced and len(design.seeds):
+        # whole seeds (as many as the design's busiest size) at every size the fit uses, the ones the
+        # design dropped included: the fit's estimand stays the slope over all of them where the line
+        # bends, and every seed is a complete block (a fitted end size left at the pilot's 3 seeds
+        # while the others grew to 24 gave intervals that held the real pool's α in 56 % of draws)
+        most = int(max(design.seeds))
+        for p in fitted_sizes(study, m, cond, clock):
+            runs[(cond, p)] = max(runs.get((cond, p), 0), most)
     notes += [f"condition {cond} {clock}: {d}" for d in design.dropped]
     return WantedRuns(runs, notes, {cond: [(truth, ratio)]}, {cond: ratio})
 
@@ -480,5 +510,8 @@ def plan_round(
     wanted = wanted_runs(study, m, pilots, costs, have)
     taken = allocate(study, costs, wanted, have, budget)
     return RoundPlan(
-        group_launches(taken.added, used), taken.responses, wanted.notes + taken.notes, taken.stop
+        group_launches(taken.added, used, study.first_seed),
+        taken.responses,
+        wanted.notes + taken.notes,
+        taken.stop,
     )

@@ -31,6 +31,7 @@ KEYS = {
     "assurance",
     "gain_targets",
     "balanced",
+    "first_seed",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
@@ -83,9 +84,13 @@ class Study:
     # the study's analysis also fits α at these fractions of each condition's achievable gain,
     # R0 + f (A - R0) (rlvr-analyze --gain-targets; A beside α in the report); [] for none
     gain_targets: tuple[float, ...] = (0.5, 0.75)
-    # true: a round adds whole seeds at every kept size (the design's largest count everywhere) instead of
-    # collecting them at the extreme sizes (docs/study.md, "Calibration on real runs")
-    balanced: bool = False
+    # true (the default): a round adds whole seeds at every size the fit uses (the design's largest count
+    # everywhere) instead of collecting them at the extreme sizes, so seeds stay complete blocks and the
+    # plan and the fit have one estimand (docs/study.md, "Calibration on real runs")
+    balanced: bool = True
+    # the pilot's seeds are first_seed, first_seed + 1, ...; later rounds take the next unused ones (a
+    # replicate of a study with independent seeds sets another first_seed)
+    first_seed: int = 0
 
     def condition_overrides(self, i: int) -> list[str]:
         return [
@@ -180,6 +185,11 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         if not isinstance(raw["balanced"], bool):
             raise StudyError(f"balanced: true or false, got {raw['balanced']!r}")
         study.balanced = raw["balanced"]
+    if "first_seed" in raw:
+        value = raw["first_seed"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise StudyError(f"first_seed: a non-negative integer, got {value!r}")
+        study.first_seed = value
     if "gain_targets" in raw:
         value = raw["gain_targets"] if raw["gain_targets"] is not None else []
         if not isinstance(value, list) or not all(

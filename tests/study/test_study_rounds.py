@@ -11,7 +11,7 @@ import pytest
 from analysis.synthetic import SyntheticSpec, write_sweep
 from rlvr_study.measure import measure
 from rlvr_study.plan import pilot_conditions, run_responses
-from rlvr_study.rounds import Launch, RoundBudget, StopReason, group_launches, plan_round
+from rlvr_study.rounds import Launch, RoundBudget, StopReason, group_launches, pilot_plan, plan_round
 from rlvr_study.study_file import StudyError, parse_study
 
 GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
@@ -92,6 +92,18 @@ def test_new_runs_take_the_next_seeds_and_share_a_multirun():
     )
     assert layered == [Launch(0, [2], [4, 8, 16]), Launch(0, [3, 4], [4, 16])]
     assert sum(x.n_runs for x in layered) == 7
+    # a size without runs starts at the study's first seed
+    assert group_launches({(0, 4): 2}, {}, first_seed=100) == [Launch(0, [100, 101], [4])]
+
+
+def test_first_seed_moves_the_pilots_seeds():
+    study = parse_study({**GOOD, "first_seed": 50, "pilot_seeds": 3})
+    assert study.first_seed == 50
+    assert all(x.seeds == [50, 51, 52] for x in pilot_plan(study, 1e4, 8).launches)
+    assert pilot_plan(parse_study(dict(GOOD)), 1e4, 8).launches[0].seeds[0] == 0
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(StudyError, match="first_seed"):
+            parse_study({**GOOD, "first_seed": bad})
 
 
 G = 8
@@ -128,6 +140,7 @@ def pilot(tmp_path_factory):
             "targets": [0.3],
             "budget": {"responses": 1e7},
             "bootstrap": 100,
+            "balanced": False,  # the planner's own design; the balanced tests switch it on
         }
     )
     study.folder = folder
@@ -593,4 +606,25 @@ def test_a_balanced_study_adds_whole_seeds_at_every_kept_size(pilot):
         )
         assert len(seeds_at[study.sizes[0]]) == most
     assert balanced.responses > plain.responses
-    assert parse_study({**GOOD, "balanced": True}).balanced and not parse_study(dict(GOOD)).balanced
+    assert parse_study(dict(GOOD)).balanced and not parse_study({**GOOD, "balanced": False}).balanced
+
+
+def test_a_balanced_round_fills_every_size_the_fit_uses(pilot):
+    """A size the design drops as resolution-limited stays in the fit, so a balanced round still gives
+    it the seeds of the others (one estimand for the plan and the fit); an unbalanced round does not."""
+    import dataclasses
+
+    study, m, pilots = pilot
+    runs = m.runs.copy()
+    runs["limited:target:0.3"] = runs["P"] == study.sizes[0]
+    m2 = type(m)(m.widths, runs, m.responses, m.group_size)
+    plain = plan_round(study, m2, pilots, BUDGET, RoundBudget(1e9))
+    assert not study.balanced and all(study.sizes[0] not in x.sizes for x in plain.launches)
+    balanced = plan_round(dataclasses.replace(study, balanced=True), m2, pilots, BUDGET, RoundBudget(1e9))
+    for cond in (0, 1):
+        seeds_at = {p: set() for p in study.sizes}
+        for x in balanced.launches:
+            if x.condition == cond:
+                for p in x.sizes:
+                    seeds_at[p] |= set(x.seeds)
+        assert seeds_at[study.sizes[0]] and len({frozenset(s) for s in seeds_at.values()}) == 1
