@@ -328,21 +328,27 @@ class InstrumentBudget:
         self.share, self.prior_cycles = share, prior_cycles
         self.spent = 0.0  # seconds of all measurements so far
         self.last = 0.0  # seconds of the last measurement (0: none yet)
+        self.rollout = -1  # the rollout of the last measurement (its parts on one rollout add up)
 
     def due(self, wall: float, cycle: float) -> bool:
         """``wall``: the run's wall time so far; ``cycle``: the last rollout's seconds (0: none yet)."""
         expected = self.last if self.last > 0 else self.prior_cycles * cycle
         return expected > 0 and self.spent + expected <= self.share * wall
 
-    def charge(self, seconds: float) -> None:
+    def charge(self, seconds: float, rollout: int | None = None) -> None:
+        """Add ``seconds`` of measuring; several charges on one ``rollout`` are one measurement (the
+        noise at theta_old and Adam's noise scale, say), whose total is the next one's expected cost."""
         self.spent += seconds
-        self.last = seconds
+        same = rollout is not None and rollout == self.rollout
+        self.last = self.last + seconds if same else seconds
+        self.rollout = rollout if rollout is not None else -1
 
     def state_dict(self) -> dict[str, float]:
-        return {"spent": self.spent, "last": self.last}
+        return {"spent": self.spent, "last": self.last, "rollout": self.rollout}
 
     def load_state_dict(self, state: dict) -> None:
         self.spent, self.last = float(state.get("spent", 0.0)), float(state.get("last", 0.0))
+        self.rollout = int(state.get("rollout", -1))
 
 
 # the expected cost of a first measurement, in rollouts (docs/theory.md, "Cost and checks": noise at
@@ -523,7 +529,7 @@ class ThetaOldInstruments:
                 for k, v in noise_row(cell_estimates(gram(cells, cells), design), self.minibatch).items()
             }
             perf["noise_theta_old_s"] = time.perf_counter() - t
-            self.budget["noise"].charge(perf["noise_theta_old_s"])
+            self.budget["noise"].charge(perf["noise_theta_old_s"], rollout)
             if curvature_due:
                 t = time.perf_counter()
                 # the Hessian of the sum of the cells' objectives is that of one objective over their
@@ -571,9 +577,11 @@ class ThetaOldInstruments:
             cells = [self._reduce(o.grad()) for o in objectives]
             params = objectives[0].params
             P = adam_preconditioner(optimizer, params)
+            t_sharp = time.perf_counter()
             sharp = (
                 self._adam_sharpness(gen, parts, P, cells, optimizer) if self.curvature_due(rollout) else {}
             )
+            sharp_s = time.perf_counter() - t_sharp
         finally:
             self.model.train(was_training)
             for p in frozen:
@@ -590,6 +598,12 @@ class ThetaOldInstruments:
             pre = noise_row(cell_estimates(gram(cells, weighted), design), self.minibatch)
             out.update({f"noise/adam_{k}": pre[k] for k in keys})
         perf["noise_adam_s"] = time.perf_counter() - t
+        # within the instruments' budget: the noise scale is charged to the noise at theta_old (or to
+        # the curvature, on a rollout where only it runs), the preconditioned sharpness to the curvature
+        noise_due, _ = self._decide(rollout)
+        self.budget["noise" if noise_due else "curvature"].charge(perf["noise_adam_s"] - sharp_s, rollout)
+        if sharp:
+            self.budget["curvature"].charge(sharp_s, rollout)
         return out
 
     def _adam_sharpness(self, gen, parts, P, cells, optimizer) -> dict[str, float]:
@@ -679,7 +693,8 @@ class ThetaOldInstruments:
         u = [p.detach().float() - s.float() for p, s in zip(objectives[0].params, theta0)]
         uu = _dot(u, u)
         perf["curvature_s"] = perf.get("curvature_s", 0.0) + time.perf_counter() - t
-        self.budget["curvature"].charge(perf["curvature_s"])  # the measurement's both parts
+        # the measurement's both parts, on the rollout it was decided for
+        self.budget["curvature"].charge(perf["curvature_s"], self._due[0] if self._due else None)
         if uu == 0:
             return {"curv/uHu": math.nan}
         return {

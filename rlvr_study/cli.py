@@ -416,11 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     try:
+        if args.replicate < 0:
+            raise StudyError(f"--replicate: a non-negative integer, got {args.replicate}")
         study = load_study(args.study)
         if args.max_rounds is not None:
             study.max_rounds = args.max_rounds
-        if args.replicate < 0:
-            raise StudyError(f"--replicate: a non-negative integer, got {args.replicate}")
         if args.replicate:
             study = replicate(study, args.replicate)
         return run_study(study, stop_after=args.stop_after, dry_run=args.dry_run)

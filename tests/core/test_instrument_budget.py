@@ -35,6 +35,40 @@ def test_budget_measures_when_its_spending_stays_within_its_share():
     assert restored.state_dict() == b.state_dict()
 
 
+def test_the_parts_of_one_rollouts_measurement_are_one_cost():
+    """Charges on one rollout (the noise at theta_old, then Adam's noise scale) add up to the next
+    measurement's expected cost; a charge on a later rollout starts a new one."""
+    b = InstrumentBudget(0.05, prior_cycles=2.0)
+    b.charge(1.0, rollout=3)
+    b.charge(0.5, rollout=3)
+    assert (b.spent, b.last) == (1.5, 1.5)
+    assert not b.due(29.9, 1.0) and b.due(60.0, 1.0)  # 1.5 + 1.5 s within 5 %
+    b.charge(0.25, rollout=7)
+    assert (b.spent, b.last) == (1.75, 0.25)
+    restored = InstrumentBudget(0.05, prior_cycles=2.0)
+    restored.load_state_dict(json.loads(json.dumps(b.state_dict())))
+    restored.charge(0.25, rollout=7)  # the same measurement after a resume
+    assert restored.last == 0.5
+
+
+def test_adam_noise_is_charged_to_the_budget(cache_dir, tmp_path):
+    """``noise.adam_noise``: its seconds (``perf/noise_adam_s``) count against the instruments' budget,
+    so the instruments together stay within it."""
+    cfg = tiny_config(cache_dir, **{"train.max_responses": 128})
+    cfg.noise.at_theta_old_every_rollouts = None
+    cfg.noise.curvature_every_rollouts = 0
+    cfg.noise.adam_noise = True
+    cfg.noise.budget = 0.9
+    train(cfg, tmp_path / "run", log=lambda *_: None)
+    rows = _rows(tmp_path / "run")
+    spent = sum(r.get("perf/noise_theta_old_s", 0.0) + r.get("perf/noise_adam_s", 0.0) for r in rows)
+    assert any("perf/noise_adam_s" in r for r in rows)
+    state = json.loads(max((tmp_path / "run" / "checkpoints").glob("rollout-*/trainer.json")).read_text())
+    # the logged perf/ seconds are rounded to 4 decimals
+    assert state["instruments"]["noise"]["spent"] == pytest.approx(spent, abs=1e-4 * len(rows))
+    assert state["instruments"]["noise"]["spent"] > 0
+
+
 @pytest.mark.parametrize("budget", [0.0, 1.0, -0.1])
 def test_a_wrong_budget_is_named(budget):
     with pytest.raises(ConfigError, match="noise.budget"):

@@ -150,22 +150,23 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert _status(folder) == after
 
 
-def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir):
+def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir, monkeypatch, capsys):
+    """The CLI's own entry point (``rlvr-study`` is ``rlvr_study.cli:main``), in this process: exit
+    status 2 and a message naming the key, before any run directory exists."""
+    from rlvr_study.cli import main
+
+    monkeypatch.chdir(tmp_path)
     bad = write_study(tmp_path / "bad.yaml", cache_dir, pilot_seeds=1)
-    proc = subprocess.run(
-        [*STUDY, str(bad)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2 and proc.stderr.startswith("rlvr-study: pilot_seeds:"), proc.stderr
+    assert main([str(bad)]) == 2
+    assert capsys.readouterr().err.startswith("rlvr-study: pilot_seeds:")
     over = write_study(tmp_path / "over.yaml", cache_dir, budget={"responses": 100})
-    proc = subprocess.run(
-        [*STUDY, str(over)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 2 and "budget.responses: the pilot alone needs 128 responses" in proc.stderr
+    assert main([str(over)]) == 2
+    assert "budget.responses: the pilot alone needs 128 responses" in capsys.readouterr().err
     typo = write_study(tmp_path / "typo.yaml", cache_dir, overrides=[*_overrides(cache_dir), "optim.stepz=3"])
-    proc = subprocess.run(
-        [*STUDY, str(typo)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 2 and "optim.stepz" in proc.stderr, proc.stderr
+    assert main([str(typo)]) == 2
+    assert "optim.stepz" in capsys.readouterr().err
+    assert main([str(bad), "--replicate", "-1"]) == 2
+    assert "--replicate" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 
 
