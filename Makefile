@@ -78,7 +78,7 @@ STUDY ?= runs/reference
 # crossings read up to the horizons rlvr-study fixed after the pilot (horizons.json)
 STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --gain-targets 0.5 0.75 --quiet
 study: install
-	$(VENV)/bin/rlvr-study studies/reference.yaml $(ARGS)
+	$(VENV)/bin/rlvr-study studies/reference.yaml --no-analysis $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	@echo "report: results/study/report.md"
 

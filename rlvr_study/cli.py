@@ -349,9 +349,12 @@ def _pilot(study: Study, run_budget: float, group: int) -> RoundPlan:
     return plan
 
 
-def run_study(study: Study, *, stop_after: int | None = None, dry_run: bool = False) -> int:
+def run_study(
+    study: Study, *, stop_after: int | None = None, dry_run: bool = False, analyze: bool = True
+) -> int:
     """The study's rounds until it stops (module docstring); the exit status of its ``rlvr-analyze``, or
-    0 when it stopped after ``stop_after`` rounds or ``dry_run`` printed the next round."""
+    0 when it stopped after ``stop_after`` rounds, ``dry_run`` printed the next round or ``analyze`` is
+    false (the caller runs its own analysis)."""
     run_budget, group = check_config(study)
     state = load_state(study)
     launched = 0
@@ -392,7 +395,7 @@ def run_study(study: Study, *, stop_after: int | None = None, dry_run: bool = Fa
         state["finished"] = reason.describe(study, m)
         save_state(study, state)
         print(f"study {study.name} finished: {state['finished']}")
-        return _analyze(study)
+        return _analyze(study) if analyze else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -404,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--dry-run", action="store_true", help="validate and print the pilot's commands; run nothing"
+    )
+    ap.add_argument(
+        "--no-analysis",
+        action="store_true",
+        help="skip the final rlvr-analyze into <folder>/analysis (run your own, as make study does)",
     )
     ap.add_argument(
         "--replicate",
@@ -423,7 +431,9 @@ def main(argv: list[str] | None = None) -> int:
             study.max_rounds = args.max_rounds
         if args.replicate:
             study = replicate(study, args.replicate)
-        return run_study(study, stop_after=args.stop_after, dry_run=args.dry_run)
+        return run_study(
+            study, stop_after=args.stop_after, dry_run=args.dry_run, analyze=not args.no_analysis
+        )
     except StudyError as err:
         print(f"rlvr-study: {err}", file=sys.stderr)
         return 2
