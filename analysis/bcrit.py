@@ -57,7 +57,6 @@ import pandas as pd
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import stdtrit
 
-from analysis.bcrit_theory import bound_text
 from analysis.fit import _identified, _unbounded_direction, interval_mle, log_bounds
 
 GRID_DECADES = 3.0  # the log B_crit grid reaches this many decades beyond the measured sizes
@@ -509,59 +508,6 @@ def _num(v) -> float:
         return float(v)
     except (TypeError, ValueError):
         return math.nan
-
-
-def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
-    """The report's section "Critical batch from the clocks": one table line per condition and target, the
-    count of unbounded intervals and the figure (``figures``: the files :func:`plot_bcrit` wrote)."""
-    from analysis.markdown import markdown_table
-
-    lines = [
-        "",
-        "## Critical batch from the clocks (McCandlish)",
-        "",
-        "R_T(B) = R_min·(1 + B/B_crit) fitted to each condition's responses-to-target with the power law's "
-        "censoring and resamples (`docs/analysis.md`); B_crit in responses per rollout (per optimizer step: "
-        "÷ K). The local exponent B/(B + B_crit) is given at the smallest and largest size. ΔAICc = "
-        "AICc(McCandlish) − AICc(power law): below −2 the curve is preferred, above +2 the line. An interval "
-        "reaching ∞ means the sizes show no cost of larger B at that end; 0, that R_T grows like B. "
-        "`bcrit.csv`.",
-        "",
-    ]
-    if table is None or table.empty:
-        return lines + ["No target clock was fitted."]
-    rows = []
-    for _, r in table.iterrows():
-        sizes = [s.split(":")[0] for s in str(r["alpha_local"]).split("; ")] if r["alpha_local"] else []
-        local = (
-            f"{_num(r['alpha_local_min']):.2f} (B={sizes[0]}) – {_num(r['alpha_local_max']):.2f} (B={sizes[-1]})"
-            if sizes and math.isfinite(_num(r["alpha_local_min"]))
-            else "–"
-        )
-        rows.append(
-            [
-                r["condition"],
-                r["clock"].split(":", 1)[-1],
-                f"{bound_text(r['b_crit'])} [{bound_text(r['ci_low'])}, {bound_text(r['ci_high'])}]",
-                f"{bound_text(r['r_min'])}",
-                local,
-                f"{_num(r['alpha_power']):.3f}" if math.isfinite(_num(r["alpha_power"])) else "–",
-                f"{_num(r['delta_aicc']):+.1f} ({r['preferred']})"
-                if math.isfinite(_num(r["delta_aicc"]))
-                else "–",
-            ]
-        )
-    header = ["condition", "target", "B_crit [95 %]", "R_min", "local α", "power-law α", "ΔAICc"]
-    lines.append(markdown_table(header, rows))
-    unbounded = table[np.isinf(table["ci_high"].map(_num)) | (table["ci_low"].map(_num) == 0)]
-    if len(unbounded):
-        lines += [
-            "",
-            f"Unbounded intervals: {len(unbounded)} of {len(table)} row(s) (the sizes measured do not bound "
-            "B_crit on that side).",
-        ]
-    lines += [f"\n![{f}]({f})" for f in figures if f.endswith(".png")]
-    return lines
 
 
 # ---- the figure ------------------------------------------------------------------------------------------

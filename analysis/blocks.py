@@ -183,32 +183,3 @@ def seed_correlations(tables, fits: dict) -> pd.DataFrame:
             )
     columns = ["kind", "condition", "other", "clock", "correlation", "n_pairs", "n_seeds"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def markdown_lines(correlations: pd.DataFrame, resampling: dict[str, str]) -> list[str]:
-    """The report's section on seeds as blocks: which bootstrap each condition used and the measured
-    correlations of seed residuals (``resampling``: condition -> "seeds" | "runs" [+ note])."""
-    lines = ["", "## Seeds as blocks", ""]
-    used = pd.Series(resampling, dtype=object)
-    if len(used):
-        n_seeds = int(sum(str(v).startswith("seeds") for v in used))
-        lines.append(
-            f"Bootstrap: seeds resampled as clusters (each drawn seed brings its runs at every size; "
-            f"conditions with the same seeds paired) in {n_seeds} of {len(used)} condition(s); runs within "
-            "sizes elsewhere."
-        )
-        lines += [f"- `{c}`: {v}" for c, v in used.items() if not str(v).startswith("seeds")]
-    if correlations.empty:
-        lines.append(
-            "Seed correlations: not measurable (needs ≥ 3 seeds shared between sizes or conditions)."
-        )
-        return lines
-    for kind, words in (("sizes", "between sizes"), ("conditions", "between conditions at one size")):
-        part = correlations[correlations["kind"] == kind]
-        if len(part):
-            lines.append(
-                f"- correlation of a seed's residuals {words}: mean {part['correlation'].mean():+.2f} "
-                f"(range {part['correlation'].min():+.2f} to {part['correlation'].max():+.2f} over "
-                f"{len(part)} fit(s) or pair(s)); `seed_correlations.csv`"
-            )
-    return lines

@@ -33,8 +33,9 @@ from analysis.bcrit import plot_bcrit
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
-from analysis.markdown import exponent_table, plain_table, source_messages, write_report
+from analysis.markdown import source_messages, write_report
 from analysis.pipeline import Results, Settings, fit_all, noise_predictions, report_sections, write_tables
+from analysis.text import exponent_table, plain_table
 from analysis.which_b import parse_throughput, throughput_point
 
 

@@ -36,7 +36,6 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from analysis.clocks import Tables, build_tables, horizon_end, target_label
-from analysis.markdown import markdown_table
 from analysis.report import fit_conditions
 from analysis.sigmoid import curves_of, pooled_counts
 
@@ -243,50 +242,3 @@ def gain_table(
                     row |= {"ci_low_gain": -math.inf, "ci_high_gain": math.inf}
             rows.append(row)
     return pd.DataFrame(rows, columns=GAIN_COLUMNS)
-
-
-def gain_lines(gain: pd.DataFrame) -> list[str]:
-    """The report.md section: A beside α at every gain target."""
-    if gain is None or gain.empty:
-        return []
-
-    def f(v, d=3) -> str:
-        if isinstance(v, float) and math.isinf(v):
-            return "∞" if v > 0 else "−∞"
-        return f"{v:.{d}f}" if isinstance(v, (int, float)) and math.isfinite(v) else "–"
-
-    rows = [
-        [
-            r.condition,
-            f"{r.fraction:g}",
-            f(r.R0),
-            f"{f(r.A)} [{f(r.A_low)}, {f(r.A_high)}]",
-            f"{f(r.level)} [{f(r.level_low)}, {f(r.level_high)}]",
-            f"{f(r.exponent)} [{f(r.ci_low)}, {f(r.ci_high)}]",
-            f"[{f(r.ci_low_gain)}, {f(r.ci_high_gain)}]",
-            r.message or "",
-        ]
-        for r in gain.itertuples()
-    ]
-    header = [
-        "condition",
-        "f",
-        "R0",
-        "A [95 %]",
-        "level [95 %]",
-        "α at the level [95 %]",
-        "α with A's error",
-        "note",
-    ]
-    return [
-        "",
-        "## Targets as fractions of the achievable gain",
-        "",
-        "Each condition's target `f` sits at R0 + f·(A − R0): R0 its starting accuracy, A the asymptote of "
-        "its sigmoid fitted with A shared by every size (within the horizon, before any failure). α is "
-        "fitted at the level from A's estimate; the last interval is the envelope of the fits at the "
-        "levels from A's 95 % bounds, so a condition that is slower and one that only plateaus lower are "
-        "told apart (`analysis/gain.py`, `gain.csv`).",
-        "",
-        markdown_table(header, rows),
-    ]

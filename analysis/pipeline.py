@@ -14,24 +14,32 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.bcrit import bcrit_lines, bcrit_tables
-from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
-from analysis.blocks import markdown_lines as blocks_markdown
+from analysis.bcrit import bcrit_tables
 from analysis.blocks import seed_correlations
 from analysis.clocks import Tables
 from analysis.competing import incidence_tables
 from analysis.cross import common_exponent_table
 from analysis.fit import FitResult
-from analysis.gain import gain_lines, gain_table
+from analysis.gain import gain_table
 from analysis.hazard import hazard_tables
 from analysis.load import RunRecord
 from analysis.noise_scale import agreement, noise_table
-from analysis.recommend import recommend_lines, recommend_table
+from analysis.recommend import recommend_table
 from analysis.report import compare_conditions, fit_conditions
+from analysis.sections import (
+    bcrit_lines,
+    bcrit_theory_lines,
+    blocks_lines,
+    gain_lines,
+    recommend_lines,
+    theory_lines,
+    trend_lines,
+    which_b_lines,
+)
 from analysis.sigmoid import sigmoid_tables
-from analysis.theory import theory_lines, theory_table
-from analysis.trend import trend_lines, trend_table
-from analysis.which_b import which_b_lines, which_b_table
+from analysis.theory import theory_table
+from analysis.trend import trend_table
+from analysis.which_b import which_b_table
 
 
 @dataclass(frozen=True)
@@ -199,7 +207,7 @@ def report_sections(r: Results, bcrit_figures: list[str]) -> dict:
         + bcrit_theory_lines(r.bcrit_theory)
         + recommend_lines(r.recommend),
         "sigmoid": r.sigmoid,
-        "blocks": blocks_markdown(r.correlations, r.resampling),
+        "blocks": blocks_lines(r.correlations, r.resampling),
         "which_b": which_b_lines(r.which_b),
         "trend": trend_lines(r.trend),
         "gain": gain_lines(r.gain),

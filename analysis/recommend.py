@@ -114,38 +114,3 @@ def recommend_table(tables, fits: dict, level: float = 0.95) -> pd.DataFrame:
                     row["p_best"] = float((filled[:, usable].argmin(0) == best).mean())
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def recommend_lines(table: pd.DataFrame | None) -> list[str]:
-    """The report's section "Recommendation": per target and budget unit the measured (B, η_ref) that
-    reaches the target soonest, its cost with the interval, how often it stays best, the runner-up."""
-    from analysis.markdown import markdown_table
-
-    lines = [
-        "",
-        "## Recommendation: the measured (B, η_ref) that reaches each target soonest",
-        "",
-        "Among the sizes and conditions measured, the cost to the target from each condition's power law "
-        "(`exponents.csv`) times the cost of a response at B on the budget's clock (the runs' own clock per "
-        "rollout, as `which_b.csv`); 95 % interval of that cost over the fit's resamples and `p_best`, the "
-        "share of resamples in which it stays the cheapest. `recommend.csv`.",
-        "",
-    ]
-    if table is None or table.empty:
-        return lines + ["No target clock was fitted on the responses clock."]
-    rows = []
-    for _, r in table.iterrows():
-        rows.append(
-            [
-                str(r["clock"]).split(":", 1)[-1],
-                r["budget"],
-                f"B = {r['B']:g}, {r['condition']}",
-                f"{r['value']:.4g} [{r['value_low']:.4g}, {r['value_high']:.4g}]",
-                f"{r['p_best']:.2f}" if r["p_best"] == r["p_best"] else "–",
-                f"B = {r['runner_up_B']:g}, {r['runner_up']} ({r['runner_up_value']:.4g})"
-                if r["runner_up"]
-                else "–",
-            ]
-        )
-    lines.append(markdown_table(["target", "budget", "soonest", "cost [95 %]", "p_best", "runner-up"], rows))
-    return lines

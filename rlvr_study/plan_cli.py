@@ -50,7 +50,7 @@ def design_row(label: str, target: str, design: Design, rps: float | None, have=
 
 
 def _print_table(df: pd.DataFrame, columns: list[str]) -> None:
-    from analysis.markdown import plain_table
+    from analysis.text import plain_table
 
     def cell(v):
         if isinstance(v, float):

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 from scipy.optimize import least_squares
 
-from analysis.bcrit import BCRIT_COLUMNS, aicc, bcrit_lines, fit_mccandlish, local_alpha
+from analysis.bcrit import BCRIT_COLUMNS, aicc, fit_mccandlish, local_alpha
 from analysis.blocks import resample_weights
 from analysis.cli import main
 from analysis.fit import fit_power_law
+from analysis.sections import bcrit_lines
 from analysis.synthetic import SyntheticSpec, simulate, write_sweep
 
 SIZES = (32, 64, 128, 256, 512)

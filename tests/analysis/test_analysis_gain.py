@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from analysis.clocks import ClockOptions, build_tables
-from analysis.gain import achievable_gain, gain_lines, gain_table
+from analysis.gain import achievable_gain, gain_table
+from analysis.sections import gain_lines
 from analysis.synthetic import SyntheticSpec, records
 
 ALPHA = 0.3

@@ -73,8 +73,9 @@ from analysis.clocks import build_tables  # noqa: E402
 from analysis.fit import fit_power_law  # noqa: E402
 from analysis.noise_scale import noise_table  # noqa: E402
 from analysis.report import condition_resamples, fit_conditions  # noqa: E402
+from analysis.sections import theory_lines  # noqa: E402
 from analysis.synthetic import SyntheticSpec, records, write_sweep  # noqa: E402
-from analysis.theory import THEORY_COLUMNS, compare_to_fit, theory_lines, theory_table  # noqa: E402
+from analysis.theory import THEORY_COLUMNS, compare_to_fit, theory_table  # noqa: E402
 
 B_CRIT = 20.0  # per response, the unit of curv/b_crit
 

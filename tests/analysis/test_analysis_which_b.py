@@ -11,12 +11,12 @@ import pytest
 
 from analysis.clocks import ClockOptions, build_tables
 from analysis.report import fit_conditions
+from analysis.sections import which_b_lines
 from analysis.synthetic import SyntheticSpec, records, write_sweep
 from analysis.which_b import (
     b_width_to_alpha_width,
     parse_throughput,
     rollout_clock_fit,
-    which_b_lines,
     which_b_table,
 )
 
