@@ -221,13 +221,13 @@ def plot_condition(
 ) -> list[Path]:
     """One condition's figures (R_T and R_F against B with the fitted lines, accuracy curves, survival,
     incidence, residuals) into ``out``; returns their paths."""
-    from analysis.plots import condition_colours, condition_order
+    from analysis.plots import FigureData, condition_colours, condition_order
     from analysis.plots import plot_condition as _plot_condition
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     colours = condition_colours(condition_order(tables.runs, tables.varying_keys))
     names = _plot_condition(
-        out, condition, tables, fits.results, tuple(formats), extra={"colours": colours}, dpi=dpi
+        out, condition, tables, fits.results, tuple(formats), FigureData(colours=colours), dpi=dpi
     )
     return _paths(out, names)

@@ -33,8 +33,9 @@ from analysis.bcrit import plot_bcrit
 from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
 from analysis.html_report import provenance, write_html_report
 from analysis.load import load_source
-from analysis.markdown import source_messages, write_report
-from analysis.pipeline import Results, Settings, fit_all, noise_predictions, report_sections, write_tables
+from analysis.markdown import ReportOptions, source_messages, write_report
+from analysis.pipeline import Settings, fit_all, write_tables
+from analysis.results import Results
 from analysis.text import exponent_table, plain_table
 from analysis.which_b import parse_throughput, throughput_point
 
@@ -215,26 +216,13 @@ def run(args: argparse.Namespace, api=None) -> int:
     write_tables(results, out, skipped, gain=bool(args.gain_targets))
     plots, bcrit_figures, figure_warnings = _figures(out, results, args)
     messages = messages + figure_warnings
-    options = {
-        "clock": args.clock,
-        "n_boot": args.bootstrap,
-        "interpolate": args.interpolate,
-        "crossing": tables.options.crossing_mode,
-        "failure_time": args.failure_time,
-        "resample": args.resample,
-    }
-    report_text = write_report(
-        out,
-        args.source,
-        tables,
-        results.exponents,
-        results.comparisons,
-        skipped,
-        messages,
-        options,
-        plots,
-        extra=report_sections(results, bcrit_figures),
+    options = ReportOptions(
+        clock=args.clock,
+        crossing=tables.options.crossing_mode,
+        failure_time=args.failure_time,
+        n_boot=args.bootstrap,
     )
+    report_text = write_report(out, args.source, results, skipped, messages, options, plots, bcrit_figures)
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
     write_html_report(out, report_text, prov)
     _print_summary(args, results, messages, skipped, out, start)
@@ -292,17 +280,7 @@ def _figures(out: Path, results: Results, args) -> tuple[list[str], list[str], l
 
     formats, figure_warnings = tuple(args.formats), []
     tables = results.tables
-    plots = plot_all(
-        out,
-        tables,
-        results.fits,
-        formats,
-        jobs=args.jobs,
-        exponents=results.exponents,
-        extra={"noise": noise_predictions(results), "sigmoid": results.sigmoid, "theory": results.theory},
-        dpi=args.dpi,
-        warnings=figure_warnings,
-    )
+    plots = plot_all(out, results, formats, jobs=args.jobs, dpi=args.dpi, warnings=figure_warnings)
     plots += _hazard_figure(out, tables, results.hazard, formats, args.dpi, figure_warnings)
     bcrit_figures: list[str] = []
     try:

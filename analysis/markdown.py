@@ -10,13 +10,13 @@ skipped and flagged runs, the figures and the table of symbols.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
 
 from analysis import sections as s
 from analysis.clocks import Tables
 from analysis.load import SkippedRun
+from analysis.results import Results
 
 
 def source_messages(tables: Tables) -> list[str]:
@@ -40,43 +40,53 @@ def source_messages(tables: Tables) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """The options the report's header states (``rlvr-analyze``'s ``--clock``, crossing mode,
+    ``--failure-time``, ``--bootstrap``)."""
+
+    clock: str = "responses"
+    crossing: str = "interval"
+    failure_time: str = "onset"
+    n_boot: int | None = None
+
+
 def write_report(
     out: Path,
     source: str,
-    tables: Tables,
-    exponents: pd.DataFrame,
-    comparisons: pd.DataFrame,
+    results: Results,
     skipped: list[SkippedRun],
     messages: list[str],
-    options: dict,
+    options: ReportOptions,
     plots: list[str],
-    extra: dict | None = None,
+    bcrit_figures: list[str] = (),
 ) -> str:
-    """Write ``report.md`` and return its text, one function per section below. ``extra``:
-    ``incidence_summary``, ``common``, ``noise``, ``sigmoid`` tables, ``hazard`` (the tables and notes
-    of :func:`analysis.hazard.hazard_tables`) and the lines of the ``theory``, ``blocks`` and
-    ``which_b`` sections when computed."""
-    extra = extra or {}
+    """Write ``report.md`` from the analysis's ``results`` and return its text, one section per
+    function of :mod:`analysis.sections`, in this order. A table of ``results`` left ``None`` leaves its
+    section out; ``bcrit_figures`` are the B_crit figures shown in their section."""
+    r, tables, exponents = results, results.tables, results.exponents
     sections = [
         s.summary_lines(source, tables, skipped, messages, options),
         s.exponents_lines(exponents, tables),
         s.degenerate_lines(exponents),
         s.unreached_lines(exponents),
         s.competing_lines(exponents),
-        s.incidence_lines(extra.get("incidence_summary")),
-        s.hazard_lines(extra.get("hazard")),
-        s.common_lines(extra.get("common")),
-        extra.get("trend") or [],  # exponents along a numeric key (sections.trend_lines)
-        extra.get("gain") or [],  # targets as fractions of the gain (sections.gain_lines)
-        s.noise_lines(extra.get("noise"), exponents),
-        extra.get("theory") or [],  # predicted vs fitted α (sections.theory_lines)
-        extra.get("bcrit") or [],  # McCandlish's B_crit from the clocks (sections.bcrit_lines)
+        s.incidence_lines(r.incidence_summary),
+        s.hazard_lines(r.hazard),
+        s.common_lines(r.common),
+        s.trend_lines(r.trend),
+        s.gain_lines(r.gain),
+        s.noise_lines(r.noise, exponents),
+        _unless_none(r.theory, s.theory_lines),
+        _unless_none(r.bcrit, lambda t: s.bcrit_lines(t, bcrit_figures)),
+        _unless_none(r.bcrit_theory, s.bcrit_theory_lines),
+        _unless_none(r.recommend, s.recommend_lines),
         s.goodness_of_fit_lines(exponents),
-        s.sigmoid_lines(extra.get("sigmoid")),
+        s.sigmoid_lines(r.sigmoid),
         s.warnings_lines(exponents),
-        extra.get("blocks") or [],  # seeds as blocks (sections.blocks_lines)
-        s.comparisons_lines(comparisons),
-        extra.get("which_b") or [],  # the best B in wall time and FLOPs (sections.which_b_lines)
+        _unless_none(r.correlations, lambda t: s.blocks_lines(t, r.resampling)),
+        _unless_none(r.comparisons, s.comparisons_lines),
+        s.which_b_lines(r.which_b),
         s.skipped_lines(skipped),
         s.run_notes_lines(tables.runs),
         s.plots_lines(plots),
@@ -85,3 +95,8 @@ def write_report(
     text = "\n".join(line for section in sections for line in section)
     (out / "report.md").write_text(text)
     return text
+
+
+def _unless_none(table, lines) -> list[str]:
+    """``lines(table)``, or no lines for a table that was not computed."""
+    return [] if table is None else lines(table)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -158,3 +159,26 @@ def agreement(exponents: pd.DataFrame, noise: pd.DataFrame) -> pd.DataFrame:
                 n["implied_low"] <= r["ci_high"] and r["ci_low"] <= n["implied_high"]
             )
     return out
+
+
+@dataclass(frozen=True)
+class NoisePrediction:
+    """One condition's noise-scale prediction (a ``level == "condition"`` row of ``noise_scale.csv``):
+    B_noise, K and the implied exponent with its 95 % interval."""
+
+    b_noise: float
+    K: float
+    implied: float
+    low: float
+    high: float
+
+
+def noise_predictions(noise: pd.DataFrame | None) -> dict[str, NoisePrediction]:
+    """Per condition, the noise scale's prediction the per-condition figures draw."""
+    if noise is None:
+        return {}
+    cond = noise[noise["level"] == "condition"]
+    return {
+        c.condition: NoisePrediction(c.b_noise, c.K, c.implied_exponent, c.implied_low, c.implied_high)
+        for c in cond.itertuples()
+    }

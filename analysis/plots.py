@@ -22,7 +22,7 @@ against the key, one colour per condition, the same colours in every figure), ``
 ``rt_vs_B_all_<target>`` (every condition's responses-to-target in one panel) and, with two or more
 targets, ``exponents_vs_target`` (α against the target level, even for a single condition), and
 ``alpha_predicted_vs_fitted`` (the fitted α beside the α predicted from B_crit and B_noise,
-:mod:`analysis.plots_theory`) when ``extra["theory"]`` has a prediction. Titles and axes name the
+:mod:`analysis.plots_theory`) when ``theory.csv`` has a prediction. Titles and axes name the
 quantities in words and symbols (:mod:`analysis.symbols`); legends sit outside the axes.
 
 This module is the figure list (:func:`plot_all`) above the two that draw them:
@@ -40,16 +40,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis._parallel import fork_map  # noqa: E402
+from analysis.noise_scale import noise_predictions  # noqa: E402
 from analysis.plot_style import DPI, condition_colours, condition_order  # noqa: E402
-from analysis.plots_condition import plot_condition  # noqa: E402
+from analysis.plots_condition import FigureData, plot_condition  # noqa: E402
 from analysis.plots_cross import cross_tasks, plot_cross  # noqa: E402
 from analysis.plots_theory import has_prediction, plot_theory  # noqa: E402
+from analysis.results import Results  # noqa: E402
 
 __all__ = [
     "DPI",
+    "FigureData",
     "condition_colours",
     "condition_order",
     "cross_tasks",
+    "figure_data",
     "plot_all",
     "plot_condition",
     "plot_cross",
@@ -59,34 +63,53 @@ __all__ = [
 def _plot_one(task: tuple[str, object], job: tuple) -> tuple[list[str], list[str]]:
     """One figure task: ``(file names, warnings)``. A figure that cannot be drawn is skipped with a
     warning naming it and the error; it never stops the other figures, the tables or the report."""
-    out, tables, fits, formats, extra, dpi, exponents = job
+    out, results, data, formats, dpi = job
     kind, arg = task
     try:
         if kind == "condition":
-            return plot_condition(out, arg, tables, fits, formats, extra, dpi), []
+            return plot_condition(out, arg, results.tables, results.fits, formats, data, dpi), []
         if kind == "theory":
-            return plot_theory(out, extra["theory"], formats, dpi), []
-        return plot_cross(out, tables, exponents, fits, formats, extra["colours"], dpi, only=[task]), []
+            return plot_theory(out, data.theory, formats, dpi), []
+        return (
+            plot_cross(
+                out,
+                results.tables,
+                results.exponents,
+                results.fits,
+                formats,
+                data.colours,
+                dpi,
+                only=[task],
+            ),
+            [],
+        )
     except Exception as err:  # noqa: BLE001 - any failure of one figure is reported, never raised
         plt.close("all")
         what = f"{kind} {arg}" if arg is not None else kind
         return [], [f"figure '{what}' skipped: {type(err).__name__}: {err}"]
 
 
-def plot_all(
-    out, tables, fits, formats=("png", "pdf"), jobs=1, exponents=None, extra=None, dpi=DPI, warnings=None
-) -> list[str]:
-    """Every condition's figures and the cross-condition ones, as independent tasks spread over
-    ``jobs`` forked processes (the heaviest, the per-condition sets, first). A figure that fails is
-    skipped; its warning is appended to ``warnings`` (a list) when given."""
-    extra = dict(extra or {})
-    extra.setdefault("colours", condition_colours(condition_order(tables.runs, tables.varying_keys)))
+def figure_data(results: Results) -> FigureData:
+    """The colours and the fits the figures draw beside the clocks, from the analysis's results."""
+    tables = results.tables
+    return FigureData(
+        colours=condition_colours(condition_order(tables.runs, tables.varying_keys)),
+        noise=noise_predictions(results.noise),
+        sigmoid=results.sigmoid,
+        theory=results.theory,
+    )
+
+
+def plot_all(out, results: Results, formats=("png", "pdf"), jobs=1, dpi=DPI, warnings=None) -> list[str]:
+    """Every condition's figures and the cross-condition ones from the analysis's ``results``, as
+    independent tasks spread over ``jobs`` forked processes (the heaviest, the per-condition sets,
+    first). A figure that fails is skipped; its warning is appended to ``warnings`` (a list) when given."""
+    tables, data = results.tables, figure_data(results)
     tasks: list[tuple[str, object]] = [("condition", c) for c in sorted(tables.runs["condition"].unique())]
-    if exponents is not None:
-        tasks += cross_tasks(tables, exponents)
-    if has_prediction(extra.get("theory")):
+    tasks += cross_tasks(tables, results.exponents)
+    if has_prediction(data.theory):
         tasks.append(("theory", None))
-    per_task = fork_map(_plot_one, tasks, jobs, shared=(out, tables, fits, formats, extra, dpi, exponents))
+    per_task = fork_map(_plot_one, tasks, jobs, shared=(out, results, data, formats, dpi))
     if warnings is not None:
         warnings.extend(w for _, ws in per_task for w in ws)
     return [name for names, _ in per_task for name in names]

@@ -6,7 +6,7 @@ lists every file; the look is :mod:`analysis.plot_style`'s.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -23,7 +23,7 @@ from analysis.clocks import condition_slug, target_label  # noqa: E402
 from analysis.competing import competing_events  # noqa: E402
 from analysis.fit import aalen_johansen, kaplan_meier  # noqa: E402
 from analysis.gof import residuals  # noqa: E402
-from analysis.noise_scale import predicted_curve  # noqa: E402
+from analysis.noise_scale import NoisePrediction, predicted_curve  # noqa: E402
 from analysis.plot_style import (  # noqa: E402
     DPI,
     LINES,
@@ -103,13 +103,13 @@ def _scaling_fit(ax, fit, B, good, obs, colour, line, prediction) -> str:
         pred = fit.boot_intercepts[finite, None] + fit.boot_slopes[finite, None] * lx[None, :]
         low, high = np.percentile(pred, [2.5, 97.5], axis=0)
         ax.fill_between(np.exp(lx), np.exp(low), np.exp(high), color=colour, alpha=0.15, lw=0)
-    if prediction is not None and np.isfinite(prediction.get("b_noise", np.nan)):
+    if prediction is not None and np.isfinite(prediction.b_noise):
         grid = np.exp(lx_all)
         anchor = math.exp(float(np.mean(np.log(B[good]))))
         curve = predicted_curve(
             grid,
-            prediction["b_noise"],
-            prediction["K"],
+            prediction.b_noise,
+            prediction.K,
             anchor,
             math.exp(fit.intercept + fit.exponent * math.log(anchor)),
         )
@@ -120,8 +120,8 @@ def _scaling_fit(ax, fit, B, good, obs, colour, line, prediction) -> str:
             lw=0.9,
             ls="-.",
             alpha=0.9,
-            label=f"noise-scale prediction: slope {prediction['implied']:.2f} "
-            f"[{bound(prediction['low'])}, {bound(prediction['high'])}]",
+            label=f"noise-scale prediction: slope {prediction.implied:.2f} "
+            f"[{bound(prediction.low)}, {bound(prediction.high)}]",
         )
     return f" = {fit.exponent:.3f} [{bound(fit.ci_low)}, {bound(fit.ci_high)}]"
 
@@ -138,6 +138,18 @@ def finish_scaling(ax, title, ylabel, sizes) -> None:
     legend_outside(ax)
 
 
+@dataclass(frozen=True)
+class FigureData:
+    """What the figures draw besides the clock tables and the fits: a colour per condition (the same in
+    every figure), the noise scale's prediction per condition, the sigmoid fits (``sigmoid.csv``) and the
+    predicted α (``theory.csv``); ``None``: not computed, the figure or curve is left out."""
+
+    colours: dict = field(default_factory=dict)
+    noise: dict[str, NoisePrediction] = field(default_factory=dict)
+    sigmoid: pd.DataFrame | None = None
+    theory: pd.DataFrame | None = None
+
+
 # ---- one condition's figures --------------------------------------------------------------------
 
 
@@ -150,7 +162,7 @@ class _Condition:
     tables: object
     fits: dict
     formats: tuple[str, ...]
-    extra: dict
+    data: FigureData
     dpi: int
     runs: pd.DataFrame  # the condition's runs in the fits
     evals: pd.DataFrame  # the condition's evaluations
@@ -167,9 +179,12 @@ class _Condition:
         return save(fig, self.out, f"{stem}_{self.slug}", self.formats, self.dpi)
 
 
-def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=None, dpi=DPI) -> list[str]:
-    """Write the figures of one condition; returns the file names."""
-    extra = extra or {}
+def plot_condition(
+    out, condition, tables, fits, formats=("png", "pdf"), data: FigureData | None = None, dpi=DPI
+) -> list[str]:
+    """Write the figures of one condition; returns the file names. ``data``: the colours and the fits
+    beside the clocks (default: none of them, the condition in the first colour)."""
+    data = data or FigureData()
     runs = tables.runs[(tables.runs["condition"] == condition) & tables.runs["in_fit"]]
     evals = tables.evals[tables.evals["condition"] == condition] if len(tables.evals) else tables.evals
     if runs.empty:
@@ -182,13 +197,13 @@ def plot_condition(out, condition, tables, fits, formats=("png", "pdf"), extra=N
         tables=tables,
         fits=fits,
         formats=formats,
-        extra=extra,
+        data=data,
         dpi=dpi,
         runs=runs,
         evals=evals,
         in_fit=evals["run"].isin(runs["run"]),
         slug=condition_slug(condition),
-        colour=extra.get("colours", {}).get(condition, "C0"),
+        colour=data.colours.get(condition, "C0"),
         unit=unit,
         clock=unit if unit in evals.columns else "responses",
         words=describe(tables.varying_keys, runs.iloc[0].to_dict(), math_text=True),
@@ -214,7 +229,7 @@ def _responses_to_target(c: _Condition) -> list[str]:
     """``rt_vs_B``: every target's responses-to-target against B, the noise-scale prediction with the
     first."""
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
-    pred = c.extra.get("noise", {}).get(c.condition)
+    pred = c.data.noise.get(c.condition)
     for i, a in enumerate(c.tables.targets):
         label = target_label(a)
         if (c.condition, label) not in c.fits:  # a target these runs do not time
@@ -266,7 +281,7 @@ def _accuracy_vs_responses(c: _Condition) -> list[str]:
 def _accuracy_vs_compute(c: _Condition) -> list[str]:
     """``accuracy_vs_compute``: the ScaleRL sigmoid of each B over the mean accuracy per evaluation
     (only with sigmoid fits)."""
-    sig = c.extra.get("sigmoid")
+    sig = c.data.sigmoid
     if sig is None or not len(sig):
         return []
     fig, ax = plt.subplots(figsize=(4.2, 3.2))

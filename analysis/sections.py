@@ -33,13 +33,13 @@ def _num(v) -> float:
 def summary_lines(source, tables, skipped, messages, options) -> list[str]:
     """The header: source, options, counts of runs and what was left out, notes."""
     runs = tables.runs
-    crossing = options.get("crossing", "interval")
+    crossing = options.crossing
     n_limited = int(sum(runs[f"{target_label(a)}:resolution_limited"].sum() for a in tables.targets))
     lines = [
         "# Two-clock scaling fits",
         "",
-        f"Source: `{source}`; clock: **{options.get('clock', 'responses')}**; crossings: **{crossing}**; "
-        f"failure time: **{options.get('failure_time', 'onset')}**; bootstrap resamples: {options.get('n_boot')}; "
+        f"Source: `{source}`; clock: **{options.clock}**; crossings: **{crossing}**; "
+        f"failure time: **{options.failure_time}**; bootstrap resamples: {options.n_boot}; "
         f"targets: {', '.join(f'{a:g}' for a in tables.targets)}.",
         "",
         f"- runs analysed: {len(runs)} (in fits: {int(runs['in_fit'].sum())}, "
