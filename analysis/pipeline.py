@@ -1,10 +1,10 @@
 """The analysis as one pipeline: tables → fits → tables on disk (``rlvr-analyze``, docs/analysis.md).
 
 :func:`fit_all` runs every fit of ``rlvr-analyze`` on the clock tables and returns them in one typed
-:class:`~analysis.results.Results`; :func:`write_tables` writes its CSV files. ``analysis/cli.py`` reads
-the source and the options, calls these, draws the figures (:func:`analysis.plots.plot_all`) and writes
-the report (:func:`analysis.markdown.write_report`), both from the same ``Results``; ``rlvr_study`` and :mod:`analysis.api` call the same
-:func:`analysis.clocks.build_tables` and :func:`analysis.report.fit_conditions` underneath.
+:class:`~analysis.fits.results.Results`; :func:`write_tables` writes its CSV files. ``analysis/cli.py`` reads
+the source and the options, calls these, draws the figures (:func:`analysis.figures.plots.plot_all`) and writes
+the report (:func:`analysis.reporting.markdown.write_report`), both from the same ``Results``; ``rlvr_study`` and :mod:`analysis.api` call the same
+:func:`analysis.data.clock_tables.build_tables` and :func:`analysis.fits.exponents.fit_conditions` underneath.
 """
 
 from __future__ import annotations
@@ -14,22 +14,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.bcrit import bcrit_tables
-from analysis.blocks import seed_correlations
-from analysis.clocks import Tables
-from analysis.competing import incidence_tables
-from analysis.cross import common_exponent_table
-from analysis.gain import gain_table
-from analysis.hazard import hazard_tables
-from analysis.load import RunRecord
-from analysis.noise_scale import agreement, noise_table
-from analysis.recommend import recommend_table
-from analysis.report import compare_conditions, fit_conditions
-from analysis.results import Results
-from analysis.sigmoid import sigmoid_tables
-from analysis.theory import theory_table
-from analysis.trend import trend_table
-from analysis.which_b import which_b_table
+from analysis.data.clock_tables import Tables
+from analysis.data.load import RunRecord
+from analysis.fits.bcrit import bcrit_tables
+from analysis.fits.competing import incidence_tables
+from analysis.fits.cross import common_exponent_table
+from analysis.fits.exponents import compare_conditions, fit_conditions
+from analysis.fits.gain import gain_table
+from analysis.fits.hazard import hazard_tables
+from analysis.fits.noise_scale import agreement, noise_table
+from analysis.fits.recommend import recommend_table
+from analysis.fits.results import Results
+from analysis.fits.seed_blocks import seed_correlations
+from analysis.fits.sigmoid import sigmoid_tables
+from analysis.fits.theory import theory_table
+from analysis.fits.trend import trend_table
+from analysis.fits.which_b import which_b_table
 
 
 @dataclass(frozen=True)

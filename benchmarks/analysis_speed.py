@@ -52,16 +52,16 @@ def critical_path(sweep: Path, out: Path, n_boot: int, jobs: int) -> str:
     """Run the command's stages in-process and report each one's CPU (main / workers) and its share
     of the critical path on ``jobs`` idle cores."""
     marks = [("start", _cpu())]
-    from analysis.clocks import build_tables
-    from analysis.competing import incidence_tables
-    from analysis.cross import common_exponent_table
-    from analysis.load import load_source
-    from analysis.markdown import ReportOptions, write_report
-    from analysis.noise_scale import agreement, noise_table
-    from analysis.plots import plot_all
-    from analysis.report import compare_conditions, fit_conditions
-    from analysis.results import Results
-    from analysis.sigmoid import sigmoid_tables
+    from analysis.data.clock_tables import build_tables
+    from analysis.data.load import load_source
+    from analysis.figures.plots import plot_all
+    from analysis.fits.competing import incidence_tables
+    from analysis.fits.cross import common_exponent_table
+    from analysis.fits.exponents import compare_conditions, fit_conditions
+    from analysis.fits.noise_scale import agreement, noise_table
+    from analysis.fits.results import Results
+    from analysis.fits.sigmoid import sigmoid_tables
+    from analysis.reporting.markdown import ReportOptions, write_report
 
     marks.append(("imports", _cpu()))
     out.mkdir(parents=True, exist_ok=True)
