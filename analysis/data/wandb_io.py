@@ -12,7 +12,7 @@ record. :func:`read_offline_records` decodes it: a LevelDB-log framed stream (7-
 ``:W&B`` + 0xBEE1 + version; 32 KiB blocks; 7-byte chunk headers crc32/length/type, types FULL, FIRST,
 MIDDLE, LAST; a block tail shorter than a header is zero padding) of
 ``wandb.proto.wandb_internal_pb2.Record`` messages. These are wandb internals, checked against the
-pinned wandb 0.31.0 (pyproject) by ``tests/analysis/test_wandb.py``; if a wandb upgrade breaks the
+pinned wandb 0.31.0 (pyproject) by ``tests/analysis/test_analysis_wandb.py``; if a wandb upgrade breaks the
 round trip, this function is the one place to change (``wandb leet inspect --json`` prints the same
 records and is the fallback to reach for).
 """

@@ -18,7 +18,7 @@ least squares on the per-clock-value means weighted by their counts), point esti
 (``C_mid`` at three quantiles of the clock, ``b`` in {0.5, 1, 2}); bootstrap over runs (runs resampled
 with replacement, 95 % percentile intervals on A, b and C_mid) and the per-run fits by a batched
 Levenberg–Marquardt written here, started at the pooled estimate (thousands of small fits in one numpy
-loop; checked against ``least_squares`` in ``tests/analysis/test_analysis_sigmoid.py``). A fit that does
+loop; checked against ``least_squares`` in ``tests/analysis/test_analysis_extras.py``). A fit that does
 not converge is reported (``converged = False`` and a message), never raised.
 """
 

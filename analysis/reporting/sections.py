@@ -139,7 +139,7 @@ def competing_lines(exponents) -> list[str]:
             "the failed runs would never have reached it (right-censored at the budget); **at failure** — they "
             "would have reached it right at their failure onset (interval between their last evaluation and "
             "the onset). The envelope of the three 95 % intervals is the sensitivity interval. The joint model "
-            "fits both clocks as one bivariate log-normal draw with correlation ρ (`analysis/joint.py`, Wald "
+            "fits both clocks as one bivariate log-normal draw with correlation ρ (`analysis/fits/joint.py`, Wald "
             "interval): a sensitivity analysis, not a bias fix — no run shows its time to target after it "
             "failed, so ρ is identified only by the bivariate normal form, and α joint is right only if that "
             "form holds (under other dependence see docs/analysis.md).",
@@ -335,7 +335,7 @@ def common_lines(common) -> list[str]:
             "## A common α across targets",
             "",
             "Minimum-distance (GLS) combination of the target exponents with their joint bootstrap covariance; "
-            "χ² tests that every target has the same α (`analysis/cross.py`).",
+            "χ² tests that every target has the same α (`analysis/fits/cross.py`).",
             "",
         ]
         rows = [
@@ -552,7 +552,7 @@ def symbols_and_method_lines() -> list[str]:
         "`--failure-time detection`); runs that never fail are right-censored at their final clock, incomplete "
         "runs too (`--drop-incomplete` leaves them out). Both are recomputed from metrics.jsonl and checked against summary.json. The fit is "
         "log R = log c + α log B + σ ε, ε ~ N(0,1) (log-normal accelerated failure time). Bootstrap replicates "
-        "are inflated by the small-sample factors of `analysis/fit.py`; see `docs/analysis.md`.",
+        "are inflated by the small-sample factors of `analysis/fits/fit.py`; see `docs/analysis.md`.",
         "",
     ]
     return lines
@@ -580,7 +580,7 @@ def trend_lines(trend: pd.DataFrame, equivalence: float = 0.1) -> list[str]:
         "correction over the clocks of the series (p Holm); "
         f"`flat` means every neighbouring difference's 95 % interval lies within ±{equivalence:g}; "
         f"no verdict on fewer than {MIN_VERDICT_RESAMPLES} resamples; unidentified replicates kept at "
-        f"±{EXPONENT_BOUND:g} (`analysis/trend.py`).",
+        f"±{EXPONENT_BOUND:g} (`analysis/fits/trend.py`).",
         "",
     ]
     rows = [
@@ -662,7 +662,7 @@ def gain_lines(gain: pd.DataFrame) -> list[str]:
         "its sigmoid fitted with A shared by every size (within the horizon, before any failure). α is "
         "fitted at the level from A's estimate; the last interval is the envelope of the fits at the "
         "levels from A's 95 % bounds, so a condition that is slower and one that only plateaus lower are "
-        "told apart (`analysis/gain.py`, `gain.csv`).",
+        "told apart (`analysis/fits/gain.py`, `gain.csv`).",
         "",
         markdown_table(header, rows),
     ]
@@ -962,7 +962,7 @@ def which_b_lines(table: pd.DataFrame | None) -> list[str]:
         "time_to_target(B) = R_T(B) / throughput(B), with R_T from the fit and the cost of a response from the "
         "runs' own clocks (per rollout = fixed + per-response cost, non-negative least squares) or the "
         "`--throughput` curve; the best B over the measured sizes with a 95 % bootstrap interval (the fit's "
-        "replicates). An optimum at an edge may lie beyond the measured sizes (`analysis/which_b.py`).",
+        "replicates). An optimum at an edge may lie beyond the measured sizes (`analysis/fits/which_b.py`).",
         "",
     ]
     body = []
