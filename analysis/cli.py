@@ -228,9 +228,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     if args.to_wandb is not None:
         from analysis.reporting.to_wandb import cli_log  # wandb only when asked
 
-        return cli_log(
-            args, out, loaded, tables, results.exponents, results.comparisons, plots + bcrit_figures, prov
-        )
+        return cli_log(args, out, loaded, results, plots + bcrit_figures, prov)
     return 0
 
 

@@ -36,6 +36,7 @@ import pandas as pd
 
 from analysis.data.load import RunRecord, get_path
 from analysis.data.wandb_io import ANALYSIS_JOB_TYPE
+from analysis.fits.results import Results
 from rlvr_scaling_base import wandb_credentials
 
 DEFAULT_PROJECT = "rlvr-scaling"
@@ -165,15 +166,14 @@ def log_analysis(
     return where
 
 
-def cli_log(args, out: Path, loaded, tables, exponents, comparisons, plots, prov) -> int:
+def cli_log(args, out: Path, loaded, results: Results, plots, prov) -> int:
     """The ``--to-wandb`` step of :func:`analysis.cli.run`: prints where the run went; 1 on failure."""
     target, notes = resolve_target(args.to_wandb, args.source, loaded.runs, args.group)
     for note in notes:
         print(f"note: {note}")
+    n_conditions = results.tables.runs["condition"].nunique()
     try:
-        where = log_analysis(
-            out, target, prov, exponents, comparisons, plots, tables.runs["condition"].nunique()
-        )
+        where = log_analysis(out, target, prov, results.exponents, results.comparisons, plots, n_conditions)
     except Exception as err:  # the files are written; say why wandb got nothing
         print(f"rlvr-analyze: --to-wandb failed: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
