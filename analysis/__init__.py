@@ -1,15 +1,21 @@
 """Fit the two clocks of a batch-size scaling study from logged runs.
 
-Pipeline (pure functions over tables, docs/design.md §3 and §6)::
+The package in floors, each importing only the floors below it (``tests/core/test_import_graph.py``):
 
-    load (run directories | wandb offline | wandb API) -> RunRecord list + skipped list
-    clocks.build_tables                                 -> runs table, evals table (interval bounds,
-                                                           failure onset, censoring causes, noise)
-    report.fit_conditions (fit, gof, joint)             -> exponents (interval-censored MLE + bootstrap,
-                                                           sensitivity bounds, joint model, lack of fit)
-    competing / cross / noise_scale / sigmoid           -> incidences, common α, noise-scale prediction,
-                                                           accuracy-vs-compute fits
-    report / plots                                      -> CSV, Markdown, PNG/PDF
+    data/       load (run directories | wandb offline | wandb API) -> RunRecord list + skipped list;
+                clock_tables.build_tables -> runs table, evals table (interval bounds, failure onset,
+                censoring causes, noise); symbols (config keys as symbols)
+    fits/       exponents.fit_conditions (fit, gof, joint) -> exponents (interval-censored MLE +
+                bootstrap, sensitivity bounds, joint model, lack of fit); competing / cross /
+                noise_scale / sigmoid / hazard / theory / bcrit / which_b / ... -> the other tables;
+                results.Results -> all of them in one typed object
+    figures/    plots.plot_all(Results) -> PNG/PDF
+    reporting/  markdown.write_report(Results) (every section in sections.py) -> report.md;
+                html_report -> report.html; to_wandb -> a wandb analysis run
+
+On top: :mod:`analysis.pipeline` (``fit_all`` -> ``Results``, ``write_tables`` -> the CSV files), the
+command line :mod:`analysis.cli`, the notebook API :mod:`analysis.api`, :mod:`analysis.synthetic`
+(synthetic sweeps) and :mod:`analysis._parallel` (forked workers, used by every floor).
 
 The package never imports the trainer; the run-directory contract of docs/design.md §6 is the interface.
 Entry point: ``rlvr-analyze SOURCE --out DIR`` (:mod:`analysis.cli`); from Python, the stable API of
@@ -28,9 +34,9 @@ from analysis.api import (
     plot_condition,
     plot_exponents,
 )
-from analysis.clocks import build_tables
-from analysis.fit import FitResult, aalen_johansen, fit_power_law, kaplan_meier
-from analysis.load import LoadResult, RunRecord, SkippedRun, load_source
+from analysis.data.clock_tables import build_tables
+from analysis.data.load import LoadResult, RunRecord, SkippedRun, load_source
+from analysis.fits.fit import FitResult, aalen_johansen, fit_power_law, kaplan_meier
 
 __all__ = [
     "FitResult",

@@ -13,8 +13,8 @@
 
 These names, their keyword arguments and the columns of the tables they return are the stable
 interface (``docs/analysis.md``, section *Python API*; ``docs/analysis_api.ipynb`` runs them). They are
-thin wrappers over the modules the CLI uses (:mod:`analysis.load`, :mod:`analysis.clocks`,
-:mod:`analysis.report`, :mod:`analysis.plots`), so a notebook gets the same numbers and figures as
+thin wrappers over the modules the CLI uses (:mod:`analysis.data.load`, :mod:`analysis.data.clock_tables`,
+:mod:`analysis.fits.exponents`, :mod:`analysis.figures.plots`), so a notebook gets the same numbers and figures as
 ``rlvr-analyze`` with the same options: same bootstrap seed, same condition labels, same files.
 """
 
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.clocks import ClockOptions, Tables, build_tables
-from analysis.fit import FitResult
-from analysis.load import LoadResult, RunRecord, SkippedRun, flatten_config, load_source
-from analysis.report import fit_conditions as _fit_conditions
+from analysis.data.clock_tables import ClockOptions, Tables, build_tables
+from analysis.data.load import LoadResult, RunRecord, SkippedRun, flatten_config, load_source
+from analysis.fits.exponents import fit_conditions as _fit_conditions
+from analysis.fits.fit import FitResult
 
 __all__ = [
     "Fits",
@@ -198,7 +198,7 @@ def plot_exponents(
     """The exponents against a config key that varies between conditions, α per target and γ with
     95 % intervals; for ``lr.ref_lr`` the paper-style ``alpha_gamma_vs_eta_ref`` figure. Writes the
     files into ``out`` (as ``rlvr-analyze`` does) and returns their paths."""
-    from analysis.plots_cross import plot_cross  # matplotlib only when drawing
+    from analysis.figures.plots_cross import plot_cross  # matplotlib only when drawing
 
     if key not in tables.varying_keys:
         raise ValueError(f"{key!r} does not vary between conditions; varying: {tables.varying_keys}")
@@ -221,13 +221,13 @@ def plot_condition(
 ) -> list[Path]:
     """One condition's figures (R_T and R_F against B with the fitted lines, accuracy curves, survival,
     incidence, residuals) into ``out``; returns their paths."""
-    from analysis.plots import condition_colours, condition_order
-    from analysis.plots import plot_condition as _plot_condition
+    from analysis.figures.plots import FigureData, condition_colours, condition_order
+    from analysis.figures.plots import plot_condition as _plot_condition
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     colours = condition_colours(condition_order(tables.runs, tables.varying_keys))
     names = _plot_condition(
-        out, condition, tables, fits.results, tuple(formats), extra={"colours": colours}, dpi=dpi
+        out, condition, tables, fits.results, tuple(formats), FigureData(colours=colours), dpi=dpi
     )
     return _paths(out, names)

@@ -29,13 +29,14 @@ import warnings
 from pathlib import Path
 
 from analysis._parallel import default_jobs
-from analysis.bcrit import plot_bcrit
-from analysis.clocks import CLOCK_CHOICES, ClockOptions, build_tables
-from analysis.html_report import provenance, write_html_report
-from analysis.load import load_source
-from analysis.markdown import exponent_table, plain_table, source_messages, write_report
-from analysis.pipeline import Results, Settings, fit_all, noise_predictions, report_sections, write_tables
-from analysis.which_b import parse_throughput, throughput_point
+from analysis.data.clock_tables import CLOCK_CHOICES, ClockOptions, build_tables
+from analysis.data.load import load_source
+from analysis.fits.results import Results
+from analysis.fits.which_b import parse_throughput, throughput_point
+from analysis.pipeline import Settings, fit_all, write_tables
+from analysis.reporting.html_report import provenance, write_html_report
+from analysis.reporting.markdown import ReportOptions, source_messages, write_report
+from analysis.reporting.text import exponent_table, plain_table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,35 +215,20 @@ def run(args: argparse.Namespace, api=None) -> int:
     write_tables(results, out, skipped, gain=bool(args.gain_targets))
     plots, bcrit_figures, figure_warnings = _figures(out, results, args)
     messages = messages + figure_warnings
-    options = {
-        "clock": args.clock,
-        "n_boot": args.bootstrap,
-        "interpolate": args.interpolate,
-        "crossing": tables.options.crossing_mode,
-        "failure_time": args.failure_time,
-        "resample": args.resample,
-    }
-    report_text = write_report(
-        out,
-        args.source,
-        tables,
-        results.exponents,
-        results.comparisons,
-        skipped,
-        messages,
-        options,
-        plots,
-        extra=report_sections(results, bcrit_figures),
+    options = ReportOptions(
+        clock=args.clock,
+        crossing=tables.options.crossing_mode,
+        failure_time=args.failure_time,
+        n_boot=args.bootstrap,
     )
+    report_text = write_report(out, args.source, results, skipped, messages, options, plots, bcrit_figures)
     prov = provenance(args.source, loaded.runs, skipped, {**vars(args), "out": str(out)})
     write_html_report(out, report_text, prov)
     _print_summary(args, results, messages, skipped, out, start)
     if args.to_wandb is not None:
-        from analysis.to_wandb import cli_log  # wandb only when asked
+        from analysis.reporting.to_wandb import cli_log  # wandb only when asked
 
-        return cli_log(
-            args, out, loaded, tables, results.exponents, results.comparisons, plots + bcrit_figures, prov
-        )
+        return cli_log(args, out, loaded, results, plots + bcrit_figures, prov)
     return 0
 
 
@@ -287,21 +273,12 @@ def _figures(out: Path, results: Results, args) -> tuple[list[str], list[str], l
     be drawn is skipped with a warning and never stops the tables or the report."""
     if args.no_plots:
         return [], [], []
-    from analysis.plots import plot_all  # matplotlib only when figures are wanted
+    from analysis.figures.plots import plot_all  # matplotlib only when figures are wanted
+    from analysis.figures.plots_bcrit import plot_bcrit
 
     formats, figure_warnings = tuple(args.formats), []
     tables = results.tables
-    plots = plot_all(
-        out,
-        tables,
-        results.fits,
-        formats,
-        jobs=args.jobs,
-        exponents=results.exponents,
-        extra={"noise": noise_predictions(results), "sigmoid": results.sigmoid, "theory": results.theory},
-        dpi=args.dpi,
-        warnings=figure_warnings,
-    )
+    plots = plot_all(out, results, formats, jobs=args.jobs, dpi=args.dpi, warnings=figure_warnings)
     plots += _hazard_figure(out, tables, results.hazard, formats, args.dpi, figure_warnings)
     bcrit_figures: list[str] = []
     try:
@@ -370,10 +347,10 @@ def _hazard_summary(hazard) -> list[str]:
 
 
 def _hazard_figure(out, tables, hazard, formats, dpi, figure_warnings: list[str]) -> list[str]:
-    """``hazard_per_rollout`` (:mod:`analysis.plots_hazard`); a figure that fails is skipped with a
-    warning, as in :func:`analysis.plots.plot_all`."""
-    from analysis.plot_style import condition_colours, condition_order
-    from analysis.plots_hazard import plot_hazard
+    """``hazard_per_rollout`` (:mod:`analysis.figures.plots_hazard`); a figure that fails is skipped with a
+    warning, as in :func:`analysis.figures.plots.plot_all`."""
+    from analysis.figures.plot_style import condition_colours, condition_order
+    from analysis.figures.plots_hazard import plot_hazard
 
     try:
         colours = condition_colours(condition_order(tables.runs, tables.varying_keys))

@@ -1,37 +1,35 @@
 """The analysis as one pipeline: tables → fits → tables on disk (``rlvr-analyze``, docs/analysis.md).
 
 :func:`fit_all` runs every fit of ``rlvr-analyze`` on the clock tables and returns them in one typed
-:class:`Results`; :func:`write_tables` writes its CSV files; :func:`report_sections` gathers the report
-sections the fitting modules render. ``analysis/cli.py`` reads the source and the options, calls these,
-draws the figures and writes the report; ``rlvr_study`` and :mod:`analysis.api` call the same
-:func:`analysis.clocks.build_tables` and :func:`analysis.report.fit_conditions` underneath.
+:class:`~analysis.fits.results.Results`; :func:`write_tables` writes its CSV files. ``analysis/cli.py`` reads
+the source and the options, calls these, draws the figures (:func:`analysis.figures.plots.plot_all`) and writes
+the report (:func:`analysis.reporting.markdown.write_report`), both from the same ``Results``; ``rlvr_study`` and :mod:`analysis.api` call the same
+:func:`analysis.data.clock_tables.build_tables` and :func:`analysis.fits.exponents.fit_conditions` underneath.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.bcrit import bcrit_lines, bcrit_tables
-from analysis.bcrit_theory import theory_lines as bcrit_theory_lines
-from analysis.blocks import markdown_lines as blocks_markdown
-from analysis.blocks import seed_correlations
-from analysis.clocks import Tables
-from analysis.competing import incidence_tables
-from analysis.cross import common_exponent_table
-from analysis.fit import FitResult
-from analysis.gain import gain_lines, gain_table
-from analysis.hazard import hazard_tables
-from analysis.load import RunRecord
-from analysis.noise_scale import agreement, noise_table
-from analysis.recommend import recommend_lines, recommend_table
-from analysis.report import compare_conditions, fit_conditions
-from analysis.sigmoid import sigmoid_tables
-from analysis.theory import theory_lines, theory_table
-from analysis.trend import trend_lines, trend_table
-from analysis.which_b import which_b_lines, which_b_table
+from analysis.data.clock_tables import Tables
+from analysis.data.load import RunRecord
+from analysis.fits.bcrit import bcrit_tables
+from analysis.fits.competing import incidence_tables
+from analysis.fits.cross import common_exponent_table
+from analysis.fits.exponents import compare_conditions, fit_conditions
+from analysis.fits.gain import gain_table
+from analysis.fits.hazard import hazard_tables
+from analysis.fits.noise_scale import agreement, noise_table
+from analysis.fits.recommend import recommend_table
+from analysis.fits.results import Results
+from analysis.fits.seed_blocks import seed_correlations
+from analysis.fits.sigmoid import sigmoid_tables
+from analysis.fits.theory import theory_table
+from analysis.fits.trend import trend_table
+from analysis.fits.which_b import which_b_table
 
 
 @dataclass(frozen=True)
@@ -48,31 +46,6 @@ class Settings:
     throughput: list | None = None  # [(B, responses/s)] for which_b.csv; None: the runs' own clocks
     sigmoid_boot: int | None = 200  # None: no sigmoid fits
     gain_targets: tuple[float, ...] = ()
-
-
-@dataclass
-class Results:
-    """Every table ``rlvr-analyze`` writes, and the fits behind the figures."""
-
-    tables: Tables
-    exponents: pd.DataFrame
-    fits: dict[tuple[str, str], FitResult]
-    comparisons: pd.DataFrame
-    incidence: pd.DataFrame
-    incidence_summary: pd.DataFrame
-    common: pd.DataFrame
-    trend: pd.DataFrame
-    gain: pd.DataFrame
-    hazard: tuple[pd.DataFrame, pd.DataFrame]
-    noise: pd.DataFrame
-    theory: pd.DataFrame
-    bcrit: pd.DataFrame
-    bcrit_theory: pd.DataFrame
-    recommend: pd.DataFrame
-    correlations: pd.DataFrame
-    which_b: pd.DataFrame
-    sigmoid: pd.DataFrame | None
-    resampling: dict[str, str] = field(default_factory=dict)  # condition -> bootstrap used
 
 
 def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Results:
@@ -170,38 +143,3 @@ def write_tables(r: Results, out: Path, skipped: list, gain: bool = False) -> No
     pd.DataFrame([s.__dict__ for s in skipped], columns=["run", "path", "reason"]).to_csv(
         out / "skipped.csv", index=False
     )
-
-
-def noise_predictions(r: Results) -> dict[str, dict[str, float]]:
-    """Per condition, the noise scale's prediction the per-condition figures draw."""
-    cond = r.noise[r.noise["level"] == "condition"]
-    return {
-        c.condition: {
-            "b_noise": c.b_noise,
-            "K": c.K,
-            "implied": c.implied_exponent,
-            "low": c.implied_low,
-            "high": c.implied_high,
-        }
-        for c in cond.itertuples()
-    }
-
-
-def report_sections(r: Results, bcrit_figures: list[str]) -> dict:
-    """The sections of report.md that the fitting modules render, keyed as ``markdown.write_report``
-    takes them."""
-    return {
-        "incidence_summary": r.incidence_summary,
-        "common": r.common,
-        "noise": r.noise,
-        "theory": theory_lines(r.theory),
-        "bcrit": bcrit_lines(r.bcrit, bcrit_figures)
-        + bcrit_theory_lines(r.bcrit_theory)
-        + recommend_lines(r.recommend),
-        "sigmoid": r.sigmoid,
-        "blocks": blocks_markdown(r.correlations, r.resampling),
-        "which_b": which_b_lines(r.which_b),
-        "trend": trend_lines(r.trend),
-        "gain": gain_lines(r.gain),
-        "hazard": r.hazard,
-    }

@@ -11,7 +11,7 @@ exponents in ``exponents.csv`` should cover the values in ``synthetic_truth.json
 Model of one run with rollout size B (seed i):
 
 * time scale ``s = c * B**alpha * exp(sigma * eps) / kappa(a0)`` (with ``b_crit`` set, McCandlish's
-  ``c * (1 + B / b_crit)`` in place of ``c * B**alpha``: ``c`` is then R_min, :mod:`analysis.bcrit`), validation accuracy
+  ``c * (1 + B / b_crit)`` in place of ``c * B**alpha``: ``c`` is then R_min, :mod:`analysis.fits.bcrit`), validation accuracy
   ``acc(r) = acc_start + (acc_max - acc_start) * (1 - exp(-r / s))`` at ``r`` responses (or, with
   ``curve="sigmoid"``, ScaleRL's ``acc_start + (acc_max - acc_start) / (1 + (s / r)**curve_b)``), so
   the continuous crossing of target ``a`` is ``c * (kappa(a) / kappa(a0)) * B**alpha * exp(sigma * eps)``
@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .load import RunRecord
+from analysis.data.load import RunRecord
 
 
 @dataclass(frozen=True)
@@ -381,7 +381,7 @@ def _finish_run(
         censor_at = onset_at * size if failed else evals[-1]["responses"]
         truth[f"target:{a:g}"] = (hit if hit is not None else censor_at, hit is None)
         # the continuous latent crossing lies in (evaluation below, evaluation at or above]: the
-        # generator's truth is that latent time (analysis.clocks' discrete brackets read the rollout-
+        # generator's truth is that latent time (analysis.data.clock_tables' discrete brackets read the rollout-
         # quantised time instead, ``--continuous-brackets`` this one)
         truth[f"target:{a:g}:lower"] = evals[idx - 1]["responses"] if idx else (0 if idx == 0 else math.nan)
     onset = onset_at * size if failed else None

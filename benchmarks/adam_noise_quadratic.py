@@ -2,7 +2,7 @@
 
 A noisy quadratic with diagonal noise is trained by ``torch.optim.AdamW`` at six batch sizes around the
 expected B_crit; the samples-to-target curve, fitted with McCandlish's form
-(``analysis.bcrit.fit_mccandlish``), gives B_crit with its profile-likelihood interval. Beside it: the
+(``analysis.fits.bcrit.fit_mccandlish``), gives B_crit with its profile-likelihood interval. Beside it: the
 Adam-aware B_noise = tr(P Sigma) / G'PG (P from the optimizer's own state) and the SGD trace
 tr Sigma / |G|^2, both from the two-half estimators on the steps before each run's crossing, pooled over
 the batch sizes. Scenarios:
@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from analysis.bcrit import simulated_critical_batch as critical_batch
+from analysis.fits.bcrit import simulated_critical_batch as critical_batch
 from rlvr_scaling.noisy_quadratic import NoisyQuadratic, sweep
 
 GROUPS = {

@@ -2,8 +2,8 @@
 
 Each draw simulates a sweep with :func:`analysis.synthetic.simulate` (accuracy curves evaluated on a
 grid, budget censoring, failures that stop runs) and analyses it through the same functions as
-``rlvr-analyze`` (in memory: :func:`analysis.clocks.build_tables`, then
-:func:`analysis.report.fit_conditions`). Printed per scenario and clock: the mean estimate and its bias
+``rlvr-analyze`` (in memory: :func:`analysis.data.clock_tables.build_tables`, then
+:func:`analysis.fits.exponents.fit_conditions`). Printed per scenario and clock: the mean estimate and its bias
 against the truth, and how often the 95 % intervals cover the truth, for
 
 * ``interval``: the default fit (interval-censored crossings; failure = independent censoring, the
@@ -11,7 +11,7 @@ against the truth, and how often the 95 % intervals cover the truth, for
 * ``exact``: crossings taken at the first evaluation at or above the target (``--exact-crossings``);
 * ``never`` / ``at_failure``: failed-first runs treated as never reaching the target (right-censored at
   the budget) / as reaching it at their failure onset (the two Peterson bounds);
-* ``joint``: the bivariate log-normal model of both clocks with correlation rho (``analysis.joint``,
+* ``joint``: the bivariate log-normal model of both clocks with correlation rho (``analysis.fits.joint``,
   Wald interval);
 * ``envelope``: the union of the interval, never and at_failure intervals (``sensitivity_low/high``).
 
@@ -37,11 +37,11 @@ from dataclasses import replace
 
 import numpy as np
 
-import analysis.fit as fit_module
-from analysis.clocks import ClockOptions, build_tables
-from analysis.fit import fit_power_law, stratified_weights
-from analysis.joint import fit_joint
-from analysis.report import fit_conditions
+import analysis.fits.fit as fit_module
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.fits.exponents import fit_conditions
+from analysis.fits.fit import fit_power_law, stratified_weights
+from analysis.fits.joint import fit_joint
 from analysis.synthetic import SyntheticSpec, records
 
 BASE = SyntheticSpec(
@@ -120,7 +120,7 @@ def run_scenario(spec: SyntheticSpec, draws: int, n_boot: int, seed0: int = 1000
 def dependence_draw(spec: SyntheticSpec, n_boot: int, seed: int) -> dict[str, tuple[float, float, float]]:
     """One sweep: α and γ of the cause-specific fits (``rlvr-analyze``'s default: :func:`fit_power_law` on
     the interval-censored target clock and on the failure clock, bootstrap resamples shared) and of the
-    joint model (:func:`analysis.joint.fit_joint`), called on the same runs as ``fit_conditions`` calls
+    joint model (:func:`analysis.fits.joint.fit_joint`), called on the same runs as ``fit_conditions`` calls
     them (without the sensitivity and goodness-of-fit fits, which these figures do not use)."""
     runs = build_tables(records(spec), ClockOptions(crossing="interval")).runs
     runs = runs[runs["in_fit"]]
@@ -213,9 +213,9 @@ def main() -> int:
         def no_inflation(*a, **k):
             return original(*a, **{**k, "inflate": False})
 
-        import analysis.report
+        import analysis.fits.exponents
 
-        analysis.report.fit_power_law = no_inflation
+        analysis.fits.exponents.fit_power_law = no_inflation
     print(
         f"alpha={BASE.alpha}, gamma={BASE.gamma}, sizes {BASE.sizes} x {BASE.seeds} seeds, evaluations every "
         f"{BASE.eval_every} responses (1/8 of the median crossing at B={BASE.sizes[0]}), budget {BASE.budget}, "

@@ -52,15 +52,16 @@ def critical_path(sweep: Path, out: Path, n_boot: int, jobs: int) -> str:
     """Run the command's stages in-process and report each one's CPU (main / workers) and its share
     of the critical path on ``jobs`` idle cores."""
     marks = [("start", _cpu())]
-    from analysis.clocks import build_tables
-    from analysis.competing import incidence_tables
-    from analysis.cross import common_exponent_table
-    from analysis.load import load_source
-    from analysis.markdown import write_report
-    from analysis.noise_scale import agreement, noise_table
-    from analysis.plots import plot_all
-    from analysis.report import compare_conditions, fit_conditions
-    from analysis.sigmoid import sigmoid_tables
+    from analysis.data.clock_tables import build_tables
+    from analysis.data.load import load_source
+    from analysis.figures.plots import plot_all
+    from analysis.fits.competing import incidence_tables
+    from analysis.fits.cross import common_exponent_table
+    from analysis.fits.exponents import compare_conditions, fit_conditions
+    from analysis.fits.noise_scale import agreement, noise_table
+    from analysis.fits.results import Results
+    from analysis.fits.sigmoid import sigmoid_tables
+    from analysis.reporting.markdown import ReportOptions, write_report
 
     marks.append(("imports", _cpu()))
     out.mkdir(parents=True, exist_ok=True)
@@ -82,10 +83,20 @@ def critical_path(sweep: Path, out: Path, n_boot: int, jobs: int) -> str:
     tables.runs.to_parquet(out / "runs.parquet", index=False)
     tables.evals.to_csv(out / "evals.csv", index=False)
     marks.append(("writing tables", _cpu()))
-    plots = plot_all(out, tables, fits, jobs=jobs, exponents=exponents, extra={"sigmoid": sig})
+    results = Results(
+        tables,
+        exponents,
+        fits,
+        comparisons=comparisons,
+        incidence=incidence[0],
+        incidence_summary=incidence[1],
+        common=common,
+        noise=noise,
+        sigmoid=sig,
+    )
+    plots = plot_all(out, results, jobs=jobs)
     marks.append((f"figures ({len(plots)} files)", _cpu()))
-    extra = {"incidence_summary": incidence[1], "common": common, "noise": noise, "sigmoid": sig}
-    write_report(out, str(sweep), tables, exponents, comparisons, [], [], {}, plots, extra=extra)
+    write_report(out, str(sweep), results, [], [], ReportOptions(), plots)
     marks.append(("report", _cpu()))
     lines, total = ["stage CPU seconds (main / workers) and critical path on idle cores:"], 0.0
     for (_, (m0, w0)), (name, (m1, w1)) in zip(marks, marks[1:]):

@@ -1,4 +1,4 @@
-"""Coverage of B_crit read from the clocks (``analysis/bcrit.py``) and the model comparison, on synthetic
+"""Coverage of B_crit read from the clocks (``analysis/fits/bcrit.py``) and the model comparison, on synthetic
 sweeps with a known answer.
 
 Each draw simulates one condition (``analysis.synthetic``: interval-censored crossings on the evaluation
@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from analysis.bcrit import aicc, fit_mccandlish
-from analysis.blocks import resample_weights
-from analysis.fit import fit_power_law
+from analysis.fits.bcrit import aicc, fit_mccandlish
+from analysis.fits.fit import fit_power_law
+from analysis.fits.seed_blocks import resample_weights
 from analysis.synthetic import SyntheticSpec, simulate
 
 SIZES = (32, 64, 128, 256, 512)

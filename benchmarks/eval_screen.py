@@ -8,7 +8,7 @@ replayed on its rows with the trainer's own rule (``rlvr_scaling.evaluation.full
 evaluation at a point gives the same numbers whether or not the schedule is screened (same seed per
 point; ``tests/core/test_eval_screen.py``), so the replay runs the full evaluations the screened run
 would run. Per target, a crossing's bracket is (clock of the last full evaluation below the target,
-clock of the first at or above it), as ``analysis/clocks.py`` reads it; the table gives how many
+clock of the first at or above it), as ``analysis/data/clock_tables.py`` reads it; the table gives how many
 crossings keep the full schedule's bracket and the evaluation responses and seconds saved.
 
 With ``--screened``: run directories of the same conditions and seeds run with the default (screened)

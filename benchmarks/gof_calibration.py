@@ -3,8 +3,8 @@ simulated pure power laws (no knee) analysed through the same tables as ``rlvr-a
 
 Each draw simulates a sweep with :func:`analysis.synthetic.records` (the coverage benchmark's
 scenario: 5 sizes x 4 seeds, interval-censored crossings on an evaluation grid, failures and the budget
-censoring the target), builds its tables with :func:`analysis.clocks.build_tables` and runs
-:func:`analysis.gof.goodness_of_fit` on the target clock and on the failure clock. Printed: the
+censoring the target), builds its tables with :func:`analysis.data.clock_tables.build_tables` and runs
+:func:`analysis.fits.gof.goodness_of_fit` on the target clock and on the failure clock. Printed: the
 fraction of draws with ``lof_p`` below 5 % (the test's true size at nominal 5 %; Monte-Carlo standard
 error about 0.5 % at 2,000 draws) and the fraction where the broken power law is chosen (``delta_aic``
 below -2, and below 0).
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from analysis_coverage import BASE  # noqa: E402
 
-from analysis.clocks import build_tables  # noqa: E402
-from analysis.gof import goodness_of_fit  # noqa: E402
+from analysis.data.clock_tables import build_tables  # noqa: E402
+from analysis.fits.gof import goodness_of_fit  # noqa: E402
 from analysis.synthetic import records  # noqa: E402
 
 

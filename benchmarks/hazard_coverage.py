@@ -1,4 +1,4 @@
-"""Benchmark: coverage of the failure clock per rollout (analysis/hazard.py) over synthetic sweeps.
+"""Benchmark: coverage of the failure clock per rollout (analysis/fits/hazard.py) over synthetic sweeps.
 
 Each draw is a runs table (the columns ``rlvr-analyze`` gives the hazard module) of sizes 32…512 with
 failures drawn **in rollouts**, censored at a budget of 8,192 responses; half of the failed runs have
@@ -12,7 +12,7 @@ Scenarios:
 
 * ``cloglog``: a constant hazard with cloglog(h(B)) = log μ0 + b log(B / 128), exactly the model;
 * ``power``: a constant hazard h(B) = h0·(B / 128)^b (a power law in h itself; cloglog ≈ log for small h);
-* ``lognormal``: R_F = d·B^γ·e^{σε} in responses (the power law of analysis/fit.py, σ = 1.1 as measured
+* ``lognormal``: R_F = d·B^γ·e^{σε} in responses (the power law of analysis/fits/fit.py, σ = 1.1 as measured
   on the unclipped grid), failing at rollout ⌈R_F / B⌉ — a hazard that is not constant in time; what
   1 − b̂ reads there against the true γ.
 
@@ -28,7 +28,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from analysis import hazard as hz
+from analysis.fits import hazard as hz
 
 SIZES = (32, 64, 128, 256, 512)
 BUDGET = 8192

@@ -2,11 +2,11 @@
 
 For each design: the planner's width (expected information of the interval-censored likelihood,
 module docstring of rlvr_study/plan.py), then ``--sweeps`` sweeps simulated at that design with the
-evaluation grid and the budget (resolution and censoring), each fitted with analysis.fit's bootstrap;
+evaluation grid and the budget (resolution and censoring), each fitted with analysis.fits.fit's bootstrap;
 the median achieved width should be within +-20 % of the planned one. ``exact-time plan``: the width
 the same design would be planned at if crossings were known exactly and never censored (what resolution
 and censoring add); ``unbounded``: sweeps whose interval the fit reports as unbounded. ``--full`` also runs one design
-through the whole path (analysis.synthetic run records -> analysis.clocks -> analysis.report fits)::
+through the whole path (analysis.synthetic run records -> analysis.data.clock_tables -> analysis.fits.exponents fits)::
 
     python benchmarks/plan_check.py --sweeps 100 --full
 """
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from analysis.fit import difference_interval, fit_power_law
+from analysis.fits.fit import difference_interval, fit_power_law
 from rlvr_study.plan import Schedule, Truth, design_width, plan_design, simulate_crossings, simulate_widths
 
 DESIGNS = {
@@ -49,8 +49,8 @@ DESIGNS = {
 
 def full_path(truth: Truth, sizes, seeds, sweeps: int, n_boot: int) -> float:
     """Median width through run records, the clocks and the report's fit (one condition)."""
-    from analysis.clocks import build_tables
-    from analysis.report import fit_conditions
+    from analysis.data.clock_tables import build_tables
+    from analysis.fits.exponents import fit_conditions
     from analysis.synthetic import SyntheticSpec, records
 
     widths = []

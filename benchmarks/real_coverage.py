@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from study_vs_uniform import PoolSource, adaptive, make_study  # noqa: E402
 
-from analysis.clocks import ClockOptions, build_tables  # noqa: E402
-from analysis.load import load_source  # noqa: E402
-from analysis.report import fit_conditions  # noqa: E402
+from analysis.data.clock_tables import ClockOptions, build_tables  # noqa: E402
+from analysis.data.load import load_source  # noqa: E402
+from analysis.fits.exponents import fit_conditions  # noqa: E402
 
 
 def options(targets, isotonic: bool, rules: str) -> ClockOptions:

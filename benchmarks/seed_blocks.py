@@ -6,8 +6,8 @@ crossing times correlate by ``c`` between the two conditions at one size and by 
 (:class:`analysis.synthetic.SyntheticSpec`: ``seed_corr = seed_size_corr = c / 2``; the part shared
 between sizes is an offset that leaves a balanced slope unchanged, the part shared at one size moves
 both conditions' slopes alike, which a paired comparison cancels), 5 sizes x 5 seeds each, evaluations every 1/8
-of the smallest median crossing, no failures. Both are fitted through :func:`analysis.report.fit_conditions`
-and compared through :func:`analysis.report.compare_conditions` (paired when the seeds are resampled as
+of the smallest median crossing, no failures. Both are fitted through :func:`analysis.fits.exponents.fit_conditions`
+and compared through :func:`analysis.fits.exponents.compare_conditions` (paired when the seeds are resampled as
 clusters: the two conditions draw the same seeds). Printed per correlation and bootstrap: coverage of
 alpha and of the difference, their median widths. ``--unequal`` keeps the second half of the seeds at
 the extreme sizes only (what an adaptive study's rounds leave), so seeds hold runs at different sizes.
@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from analysis.clocks import build_tables
-from analysis.report import compare_conditions, fit_conditions
+from analysis.data.clock_tables import build_tables
+from analysis.fits.exponents import compare_conditions, fit_conditions
 from analysis.synthetic import SyntheticSpec, records
 
 ALPHAS = (0.30, 0.40)

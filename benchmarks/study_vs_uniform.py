@@ -6,7 +6,7 @@ both), per draw of a sweep:
 
 - **adaptive**: ``rlvr-study``'s loop. A pilot of ``pilot_seeds`` seeds at every size, then rounds:
   the runs so far are fitted and planned by the functions ``rlvr-study`` calls after each round
-  (``analysis.report.fit_conditions`` as :func:`rlvr_study.measure.measure` and
+  (``analysis.fits.exponents.fit_conditions`` as :func:`rlvr_study.measure.measure` and
   :func:`rlvr_study.plan.pilot_conditions` fit a folder, then :func:`rlvr_study.measure.measurement`,
   :func:`rlvr_study.plan.pilots_from_fits` and :func:`rlvr_study.rounds.plan_round`), the round's runs are
   drawn, and the loop stops where ``run_study`` (``rlvr_study/cli.py``) stops: every width met,
@@ -21,7 +21,7 @@ both stopping rules look at the interval they stop on, so both can cost coverage
 uniform``: ratio of the median responses, and the median of the per-draw ratios over draws where both
 reached the goal.
 
-Synthetic settings (``analysis.synthetic`` runs through ``analysis.clocks.build_tables``, so crossings,
+Synthetic settings (``analysis.synthetic`` runs through ``analysis.data.clock_tables.build_tables``, so crossings,
 their brackets and the resolution flags are measured as from run directories; no failures):
 
 - ``study-like``: α = 0.2, σ = 0.21 (the scatter of log R measured on ``make study``), c = 1500, B = 32 …
@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.clocks import ClockOptions, Tables, build_tables, target_label
-from analysis.report import fit_conditions
+from analysis.data.clock_tables import ClockOptions, Tables, build_tables, target_label
+from analysis.fits.exponents import fit_conditions
 from analysis.synthetic import SyntheticSpec, records
 from rlvr_study.measure import measurement
 from rlvr_study.plan import Schedule, eval_grid, pilots_from_fits, run_responses
@@ -378,7 +378,7 @@ def print_table(label: str, rows: list[dict], sizes_b) -> None:
 
 
 def pool_tables(folder: str, filters: list[str], target: float) -> Tables:
-    from analysis.load import load_source
+    from analysis.data.load import load_source
 
     tables = build_tables(load_source(folder).runs, ClockOptions(targets=(target,)))
     runs = tables.runs

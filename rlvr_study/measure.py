@@ -2,8 +2,8 @@
 requested 95 % interval of α (per condition and target, or the common α), the runs per condition, size
 and seed, the responses spent, and each condition's horizon (docs/study.md, "A round").
 
-- :func:`measure` fits the study folder as ``rlvr-analyze`` does (``analysis.clocks.build_tables``,
-  ``analysis.report.fit_conditions``, the same bootstrap seed);
+- :func:`measure` fits the study folder as ``rlvr-analyze`` does (``analysis.data.clock_tables.build_tables``,
+  ``analysis.fits.exponents.fit_conditions``, the same bootstrap seed);
 - :func:`measurement` is the same without the reading and fitting (``benchmarks/study_vs_uniform.py``
   feeds it simulated sweeps).
 """
@@ -30,7 +30,7 @@ class Measurement:
     labels: dict[int, str] = field(default_factory=dict)  # condition index -> the analysis' label
     horizons: dict[int, float] = field(default_factory=dict)  # condition index -> horizon read to
     proposed_horizons: dict[int, float] = field(default_factory=dict)  # from these runs (horizon_factor)
-    tables: object = None  # the analysis.clocks.Tables fitted
+    tables: object = None  # the analysis.data.clock_tables.Tables fitted
     exps: pd.DataFrame | None = None  # the exponents table
 
 
@@ -73,10 +73,10 @@ def measure(study: Study, horizons: dict[int, float] | None = None) -> Measureme
     """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
     ``study.bootstrap``, ``--targets`` ``study.targets`` and ``--horizon`` the study's
     ``horizons.json``) and return the requested widths. ``horizons``: condition index -> the horizon
-    the study fixed for it (the others: the runs' own, ``analysis.clocks``)."""
-    from analysis.clocks import build_tables
-    from analysis.load import load_source
-    from analysis.report import fit_conditions
+    the study fixed for it (the others: the runs' own, ``analysis.data.clock_tables``)."""
+    from analysis.data.clock_tables import build_tables
+    from analysis.data.load import load_source
+    from analysis.fits.exponents import fit_conditions
 
     empty_runs = pd.DataFrame(columns=["cond", "P", "B", "seed", "state", "responses"])
     folder = Path(study.folder)
@@ -97,7 +97,7 @@ def measure(study: Study, horizons: dict[int, float] | None = None) -> Measureme
 def clock_options(study: Study, horizons: dict[str, float] | None = None):
     """The analysis options of a study: its targets and crossing rule, and the horizons it fixed
     (condition label -> responses; "auto" for the others)."""
-    from analysis.clocks import ClockOptions
+    from analysis.data.clock_tables import ClockOptions
 
     return ClockOptions(
         targets=tuple(study.targets) if study.targets else None,
@@ -124,7 +124,7 @@ def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> flo
     what the runs observed (the horizon they were read to). A pilot run at that size that never
     crossed within it keeps the horizon where it is: the pilot has not seen the condition's time
     scale. Chosen before any later run starts, so no later run can move it."""
-    from analysis.clocks import target_label
+    from analysis.data.clock_tables import target_label
 
     runs = tables.runs[tables.runs["condition"] == label]
     if runs.empty or not tables.targets:
@@ -148,7 +148,7 @@ def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> flo
 def _runs_table(tables, t: pd.DataFrame) -> pd.DataFrame:
     """One row per run: condition index, P, B, seed, state, responses, wall seconds, and per target
     whether its crossing is known only to a coarse bracket (``limited:<target>``)."""
-    from analysis.clocks import target_label
+    from analysis.data.clock_tables import target_label
 
     runs = pd.DataFrame(
         {
@@ -166,7 +166,7 @@ def _runs_table(tables, t: pd.DataFrame) -> pd.DataFrame:
         runs["wall_seconds"] = t["run"].map(wall).astype(float).to_numpy()
     else:
         runs["wall_seconds"] = math.nan
-    for target in tables.targets:  # crossings known only to a coarse bracket (analysis.clocks)
+    for target in tables.targets:  # crossings known only to a coarse bracket (analysis.data.clock_tables)
         label = target_label(target)
         col = f"{label}:resolution_limited"
         if col in t and f"{label}:censored" in t:
@@ -200,7 +200,7 @@ def _width_rows(
 ) -> list[dict]:
     """The requested intervals of condition ``i`` (``mine``: its exponents rows): γ's for a ``failure``
     condition; else the common α's where it answers for every target, or each target's α."""
-    from analysis.clocks import target_label
+    from analysis.data.clock_tables import target_label
 
     if study.clock_of(i) == "failure":
         return [
@@ -236,12 +236,12 @@ def _width_rows(
 
 
 def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
-    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.clocks.build_tables``
-    (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.report.fit_conditions``
+    """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.data.clock_tables.build_tables``
+    (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.fits.exponents.fit_conditions``
     gives for them (without ``fits`` no common alpha is formed: every target's alpha is requested).
     :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
     simulated sweeps)."""
-    from analysis.cross import common_exponent_table
+    from analysis.fits.cross import common_exponent_table
 
     t = tables.runs.copy()
     t["cond"] = [condition_index(r, study) for _, r in t.iterrows()]
@@ -293,8 +293,8 @@ NEAR_PLATEAU = 0.8
 
 def plateau_lines(study: Study, m: Measurement) -> list[str]:
     """Per targets condition: R0, the shared asymptote A of its runs so far and where its top target
-    sits in the gain R0 … A, flagged when above :data:`NEAR_PLATEAU` (``analysis.gain``; no bootstrap)."""
-    from analysis.gain import achievable_gain
+    sits in the gain R0 … A, flagged when above :data:`NEAR_PLATEAU` (``analysis.fits.gain``; no bootstrap)."""
+    from analysis.fits.gain import achievable_gain
 
     if m.tables is None or not study.targets or m.tables.runs.empty:
         return []

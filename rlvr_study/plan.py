@@ -1,7 +1,7 @@
 """How many runs, at which rollout sizes, for an exponent to a stated precision (``rlvr-plan``:
 :mod:`rlvr_study.plan_cli`; docs/study.md).
 
-**Model.** The fit of :mod:`analysis.fit`: ``log R = a + alpha log B + sigma eps`` with
+**Model.** The fit of :mod:`analysis.fits.fit`: ``log R = a + alpha log B + sigma eps`` with
 ``eps ~ N(0, 1)``, a run at size ``B`` observed only through the evaluation grid of that size. Its
 crossing falls in one of the intervals ``(0, t_1], (t_1, t_2], ..., (t_{m-1}, t_m]`` between its
 evaluations (``t_i`` on rollout boundaries: a crossing is known to one rollout at most, and to one
@@ -23,7 +23,7 @@ or, with an **assurance** level q (``--assurance``; the study's default 0.8), th
 q of repetitions: the q-quantile of chi2 in place of its median
 
 with ``N`` runs at ``m`` sizes: the fit's bootstrap interval is scaled to a Student-t pivot with
-``N - m`` degrees of freedom (:mod:`analysis.fit`), and it is proportional to the estimated scatter,
+``N - m`` degrees of freedom (:mod:`analysis.fits.fit`), and it is proportional to the estimated scatter,
 whose median is ``sigma`` times the last factor. Expected information was chosen over a simulation-based
 plan because it is exact for the discretised observation and costs microseconds per design, so the
 allocation can be searched seed by seed; the simulation is kept for checking
@@ -34,7 +34,7 @@ planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/plan_chec
 each further run goes to the size whose run lowers ``V`` the most per response spent, until the planned
 width is met. For a straight line the extremes carry most of the information, so extra seeds collect at
 the smallest and largest sizes; the interior sizes keep ``min_seeds`` each, because the lack-of-fit test
-and the broken-power-law check (:mod:`analysis.gof`) need them and a bent line would bias a two-size
+and the broken-power-law check (:mod:`analysis.fits.gof`) need them and a bent line would bias a two-size
 design. A size where the run would be censored with probability above ``max_censored`` (default 0.9)
 at the budget is dropped (its runs cost the budget and carry almost no information), and said so.
 
@@ -45,7 +45,7 @@ the conditions), ``N_1 + N_2 - 2m`` degrees of freedom.
 
 **Cost.** A run costs its budget in responses (rounded up to whole rollouts); the wall time of a run at
 ``B`` is responses times seconds per response at ``B`` (the pilot's ``wall_seconds`` clock, fitted as
-``seconds per rollout = s0 + s1 B``, or ``--throughput B:rps`` points: :mod:`analysis.which_b`), summed
+``seconds per rollout = s0 + s1 B``, or ``--throughput B:rps`` points: :mod:`analysis.fits.which_b`), summed
 over runs (serial: divide by the runs you can run at once). GPU-hours are total responses divided by
 ``--responses-per-second`` (the rate of one GPU on your hardware).
 
@@ -64,7 +64,7 @@ import pandas as pd
 from scipy.special import log_ndtr, ndtr, stdtrit
 from scipy.stats import chi2
 
-from analysis.fit import fit_power_law
+from analysis.fits.fit import fit_power_law
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -301,7 +301,7 @@ def design_width(sizes, seeds, truth: Truth, assurance: float = 0.5) -> float:
 
 # ----------------------------------------------------------------------------------------- checking
 def simulate_crossings(sizes, seeds, truth: Truth, rng: np.random.Generator):
-    """One sweep at the design, measured as :mod:`analysis.clocks` measures it: per run the rollout
+    """One sweep at the design, measured as :mod:`analysis.data.clock_tables` measures it: per run the rollout
     size, the clock at the first evaluation at or past the crossing (or the last evaluation when it is
     never reached), censored, and the evaluation before it (0: the step-0 one)."""
     B, values, censored, lower = [], [], [], []
@@ -327,7 +327,7 @@ def simulate_crossings(sizes, seeds, truth: Truth, rng: np.random.Generator):
 def simulate_widths(
     sizes, seeds, truth: Truth, n_sweeps: int = 100, n_boot: int = 200, seed: int = 0
 ) -> np.ndarray:
-    """Widths of the fit's 95 % interval (:func:`analysis.fit.fit_power_law`, bootstrap) on
+    """Widths of the fit's 95 % interval (:func:`analysis.fits.fit.fit_power_law`, bootstrap) on
     ``n_sweeps`` sweeps simulated at the design."""
     rng = np.random.default_rng(seed)
     out = np.empty(n_sweeps)
@@ -376,9 +376,9 @@ def pilot_conditions(
     the MLE's ``(n - 2) / n`` shrinkage, which a pilot's few runs make large): a pilot has few runs per
     condition, and the scatter is a property of the setup more than of one learning rate. Raises
     ValueError when the source holds no readable run."""
-    from analysis.clocks import ClockOptions, build_tables
-    from analysis.load import load_source
-    from analysis.report import fit_conditions
+    from analysis.data.clock_tables import ClockOptions, build_tables
+    from analysis.data.load import load_source
+    from analysis.fits.exponents import fit_conditions
 
     loaded = load_source(source)
     opts = ClockOptions(
@@ -393,10 +393,10 @@ def pilot_conditions(
 
 def pilots_from_fits(tables, exps: pd.DataFrame, throughput=None) -> list[PilotCondition]:
     """:func:`pilot_conditions` without the reading and fitting: ``tables`` from
-    ``analysis.clocks.build_tables``, ``exps`` the exponents table ``analysis.report.fit_conditions``
+    ``analysis.data.clock_tables.build_tables``, ``exps`` the exponents table ``analysis.fits.exponents.fit_conditions``
     gives for them (``benchmarks/study_vs_uniform.py`` feeds it simulated sweeps)."""
-    from analysis.clocks import target_label
-    from analysis.which_b import seconds_per_response_model
+    from analysis.data.clock_tables import target_label
+    from analysis.fits.which_b import seconds_per_response_model
 
     exps = exps[exps["clock"] != "failure"]
     out = []

@@ -50,7 +50,7 @@ def design_row(label: str, target: str, design: Design, rps: float | None, have=
 
 
 def _print_table(df: pd.DataFrame, columns: list[str]) -> None:
-    from analysis.markdown import plain_table
+    from analysis.reporting.text import plain_table
 
     def cell(v):
         if isinstance(v, float):
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--b-factor",
         type=float,
         default=None,
-        help="also plan for the wall-time optimal B known within this factor (analysis.which_b)",
+        help="also plan for the wall-time optimal B known within this factor (analysis.fits.which_b)",
     )
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples of the pilot fits")
     p.add_argument(
@@ -179,7 +179,7 @@ def _pilot(args: argparse.Namespace, throughput) -> list[PilotCondition]:
 
 def _stated(args: argparse.Namespace, throughput) -> PilotCondition:
     """The one condition the stated numbers describe (no pilot runs)."""
-    from analysis.which_b import seconds_per_response_fixed
+    from analysis.fits.which_b import seconds_per_response_fixed
 
     censoring = args.budget is not None
     schedule = (
@@ -207,7 +207,7 @@ def _stated(args: argparse.Namespace, throughput) -> PilotCondition:
 
 def _condition_rows(args: argparse.Namespace, conds: list[PilotCondition]) -> list[dict]:
     """One row per condition and target: the design for ``--width`` (narrower where ``--b-factor`` needs it)."""
-    from analysis.which_b import b_width_to_alpha_width
+    from analysis.fits.which_b import b_width_to_alpha_width
 
     rows = []
     for c in conds:
@@ -298,7 +298,7 @@ def _report(args: argparse.Namespace, rows: list[dict], diff_rows: list[dict]) -
 
 def main(argv: list[str] | None = None) -> int:
     """``rlvr-plan`` (module docstring): a wrong input is named on stderr with exit status 2."""
-    from analysis.which_b import parse_throughput
+    from analysis.fits.which_b import parse_throughput
 
     args = build_parser().parse_args(argv)
     try:

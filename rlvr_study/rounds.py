@@ -174,7 +174,7 @@ def group_launches(
 
 def _early_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[int]:
     """The sizes the fit of one condition and target leaves out as *early* (most crossings within the
-    first rollouts, all but one such size: ``analysis.report.early_sizes``)."""
+    first rollouts, all but one such size: ``analysis.fits.exponents.early_sizes``)."""
     early: set[float] = set()
     if m.exps is not None and len(m.exps) and "sizes_early" in m.exps and m.labels.get(cond):
         row = m.exps[(m.exps["condition"] == m.labels[cond]) & (m.exps["clock"] == clock)]
@@ -204,7 +204,7 @@ def kept_sizes(study: Study, m: Measurement, cond: int, clock: str) -> tuple[lis
     """The sizes the planner's design may use for one condition and target: a size the fit leaves out
     as early (:func:`_early_sizes`), and a size where every run crossed the target within a
     resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of the crossing:
-    ``analysis.clocks``), is dropped, as long as two sizes remain; more seeds there add runs whose
+    ``analysis.data.clock_tables``), is dropped, as long as two sizes remain; more seeds there add runs whose
     crossing is known only to that bracket. Returns the sizes kept and a note per size dropped. (A
     balanced round still gives every :func:`fitted_sizes` size its seeds: the design only says how
     many.)"""

@@ -74,7 +74,7 @@ class Study:
     bootstrap: int = 1000
     max_runs_per_round: int | None = None
     common: bool = True  # one common alpha per condition where the common-alpha test does not reject
-    crossing: str = "interval"  # analysis.clocks crossing mode: interval | isotonic
+    crossing: str = "interval"  # analysis.data.clock_tables crossing mode: interval | isotonic
     failure_width: float = 0.6  # the requested width of gamma's interval (conditions with clock: failure)
     # each targets condition's horizon, fixed after the pilot: this many times the slowest pilot crossing
     # of the top target at the reference size (capped at the run budget; docs/study.md)

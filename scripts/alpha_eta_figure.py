@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.plot_style import STYLE, plt
+from analysis.figures.plot_style import STYLE, plt
 
 SEED_STUDY = ((1e-6, 0.15), (1e-5, 0.44))  # alpha with K = 8 steps per rollout (the seed study)
 

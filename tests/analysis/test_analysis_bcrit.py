@@ -1,4 +1,4 @@
-"""B_crit read from the clocks (analysis/bcrit.py): McCandlish's R_min (1 + B / B_crit) with the power law's
+"""B_crit read from the clocks (analysis/fits/bcrit.py): McCandlish's R_min (1 + B / B_crit) with the power law's
 censoring and resamples, its unbounded intervals, the model comparison, and rlvr-analyze's outputs."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 from scipy.optimize import least_squares
 
-from analysis.bcrit import BCRIT_COLUMNS, aicc, bcrit_lines, fit_mccandlish, local_alpha
-from analysis.blocks import resample_weights
 from analysis.cli import main
-from analysis.fit import fit_power_law
+from analysis.fits.bcrit import BCRIT_COLUMNS, aicc, fit_mccandlish, local_alpha
+from analysis.fits.fit import fit_power_law
+from analysis.fits.seed_blocks import resample_weights
+from analysis.reporting.sections import bcrit_lines
 from analysis.synthetic import SyntheticSpec, simulate, write_sweep
 
 SIZES = (32, 64, 128, 256, 512)
@@ -179,7 +180,7 @@ def test_rlvr_analyze_writes_bcrit_csv_the_section_and_the_figure(tmp_path: Path
 
 
 def test_fieller_interval_of_a_ratio_of_means():
-    from analysis.bcrit_theory import fieller
+    from analysis.fits.bcrit_theory import fieller
 
     rng = np.random.default_rng(0)
     den = 1.0 + 0.1 * rng.standard_normal(40)
@@ -199,7 +200,7 @@ def test_fieller_interval_of_a_ratio_of_means():
 
 
 def test_rlvr_analyze_sets_the_clocks_b_crit_beside_adams_and_sgds_b_noise(tmp_path: Path):
-    from analysis.bcrit_theory import THEORY_COLUMNS, implied_alpha
+    from analysis.fits.bcrit_theory import THEORY_COLUMNS, implied_alpha
 
     common = dict(COMMON, sizes=(32, 64, 128, 256), seeds=5, targets=(0.3,), b_noise=200.0)
     # the clocks' B_crit is 128 per rollout = 16 per step (K = 8); Adam's B_noise 16 (agrees), SGD's 200
@@ -230,9 +231,9 @@ def test_rlvr_analyze_sets_the_clocks_b_crit_beside_adams_and_sgds_b_noise(tmp_p
 
 
 def test_recommend_picks_the_cheapest_measured_pair_with_its_interval():
-    from analysis.clocks import build_tables
-    from analysis.recommend import COLUMNS, recommend_table
-    from analysis.report import fit_conditions
+    from analysis.data.clock_tables import build_tables
+    from analysis.fits.exponents import fit_conditions
+    from analysis.fits.recommend import COLUMNS, recommend_table
     from analysis.synthetic import records
 
     common = dict(COMMON, sizes=(32, 64, 128, 256), seeds=5, targets=(0.3,))

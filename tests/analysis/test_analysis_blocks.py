@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.special import stdtrit
 
-from analysis.blocks import MIN_SEEDS, resample_weights, seed_correlations
-from analysis.clocks import build_tables
-from analysis.fit import fit_power_law
-from analysis.report import compare_conditions, fit_conditions
+from analysis.data.clock_tables import build_tables
+from analysis.fits.exponents import compare_conditions, fit_conditions
+from analysis.fits.fit import fit_power_law
+from analysis.fits.seed_blocks import MIN_SEEDS, resample_weights, seed_correlations
 from analysis.synthetic import SyntheticSpec, records
 
 
@@ -102,8 +102,8 @@ def test_seed_correlations_are_measured():
 def test_common_exponent_stays_between_the_targets_when_gls_would_extrapolate():
     # two targets whose replicates are almost perfectly correlated with unequal spread (what a seed
     # bootstrap over few seeds gives): GLS would put a negative weight on one and land outside
-    from analysis.cross import common_exponent
-    from analysis.fit import FitResult
+    from analysis.fits.cross import common_exponent
+    from analysis.fits.fit import FitResult
 
     rng = np.random.default_rng(0)
     z = rng.standard_normal(1000)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from clock_rows import clocks
 
-from analysis.clocks import ClockOptions, build_tables
-from analysis.load import load_source
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.data.load import load_source
 from analysis.synthetic import SyntheticSpec, make_config, simulate, write_sweep
 
 B = 64

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from clock_rows import clocks
 
-from analysis.clocks import ClockOptions, build_tables, noise_summary
-from analysis.load import load_source
+from analysis.data.clock_tables import ClockOptions, build_tables, noise_summary
+from analysis.data.load import load_source
 from analysis.synthetic import SyntheticSpec, make_config
 
 B = 64

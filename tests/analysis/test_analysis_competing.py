@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.clocks import build_tables
-from analysis.competing import competing_events, incidence_tables
-from analysis.fit import aalen_johansen
+from analysis.data.clock_tables import build_tables
+from analysis.fits.competing import competing_events, incidence_tables
+from analysis.fits.fit import aalen_johansen
 from analysis.synthetic import SyntheticSpec, records
 
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from analysis.cross import common_exponent, reported_replicates
-from analysis.fit import FitResult
-from analysis.trend import EXPONENT_BOUND, MIN_VERDICT_RESAMPLES, holm, trend_series
+from analysis.fits.cross import common_exponent, reported_replicates
+from analysis.fits.fit import FitResult
+from analysis.fits.trend import EXPONENT_BOUND, MIN_VERDICT_RESAMPLES, holm, trend_series
 from rlvr_study.plan import Truth, design_width, plan_design, simulate_widths
 
 

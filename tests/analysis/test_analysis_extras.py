@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.clocks import build_tables
-from analysis.cross import common_exponent, common_exponent_table
-from analysis.fit import fit_power_law
-from analysis.gof import goodness_of_fit, residuals
-from analysis.markdown import source_messages
-from analysis.noise_scale import agreement, implied_exponent, noise_table
-from analysis.report import fit_conditions
-from analysis.sigmoid import _bounds, fit_batched, fit_point, sigmoid, sigmoid_table
+from analysis.data.clock_tables import build_tables
+from analysis.fits.cross import common_exponent, common_exponent_table
+from analysis.fits.exponents import fit_conditions
+from analysis.fits.fit import fit_power_law
+from analysis.fits.gof import goodness_of_fit, residuals
+from analysis.fits.noise_scale import agreement, implied_exponent, noise_table
+from analysis.fits.sigmoid import _bounds, fit_batched, fit_point, sigmoid, sigmoid_table
+from analysis.reporting.markdown import source_messages
 from analysis.synthetic import SyntheticSpec
 from analysis.synthetic import records as _records
 
@@ -128,7 +128,7 @@ def test_common_exponent_gls_and_test():
     assert common["ci_low"] <= 0.3 <= common["ci_high"]
     assert common["p_common"] > 0.01  # the generator gives every target the same exponent
     # two unrelated estimates with a known covariance: GLS weights and chi-square by hand
-    from analysis.fit import FitResult
+    from analysis.fits.fit import FitResult
 
     a, b = FitResult(exponent=0.2), FitResult(exponent=0.5)
     reps = rng.multivariate_normal([0.2, 0.5], [[0.01, 0.0], [0.0, 0.04]], size=4000)
@@ -179,7 +179,7 @@ def test_one_condition_and_one_size_messages():
 
 
 def test_plot_jitter_stays_in_a_fixed_band():
-    from analysis.plot_style import jitter as _jitter
+    from analysis.figures.plot_style import jitter as _jitter
 
     B = np.repeat([32.0, 64.0], [100, 1])
     j = _jitter(B)
@@ -188,7 +188,7 @@ def test_plot_jitter_stays_in_a_fixed_band():
 
 
 def test_worker_processes_give_the_same_results():
-    from analysis.sigmoid import sigmoid_tables
+    from analysis.fits.sigmoid import sigmoid_tables
 
     specs = [
         SyntheticSpec(sizes=(32, 64, 128), seeds=3, alpha=a, seed=s, overrides=(("lr.ref_lr", lr),))
@@ -206,7 +206,7 @@ def test_worker_processes_give_the_same_results():
 def test_optimizer_steps_clock_is_the_responses_clock_shifted_by_one():
     """steps = responses * K / B in every row, so log steps = log responses + log K - log B: the MLE of
     every exponent moves by exactly -1 and the scatter does not change (the fit is equivariant)."""
-    from analysis.clocks import ClockOptions
+    from analysis.data.clock_tables import ClockOptions
 
     spec = SyntheticSpec(sizes=(32, 64, 128, 256), seeds=3, seed=8, detection_delay=1, train_rows="all")
     records = _records(spec)  # a row at every rollout, so the onset row exists on every clock

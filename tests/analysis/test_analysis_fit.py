@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from analysis.fit import difference_interval, fit_power_law, interval_mle, kaplan_meier
+from analysis.fits.fit import difference_interval, fit_power_law, interval_mle, kaplan_meier
 from analysis.synthetic import SyntheticSpec, simulate
 
 

@@ -1,4 +1,4 @@
-"""Targets as fractions of the achievable gain (analysis/gain.py) on synthetic sigmoid curves whose
+"""Targets as fractions of the achievable gain (analysis/fits/gain.py) on synthetic sigmoid curves whose
 asymptote and exponent are known."""
 
 import math
@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from analysis.clocks import ClockOptions, build_tables
-from analysis.gain import achievable_gain, gain_lines, gain_table
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.fits.gain import achievable_gain, gain_table
+from analysis.reporting.sections import gain_lines
 from analysis.synthetic import SyntheticSpec, records
 
 ALPHA = 0.3
@@ -134,7 +135,7 @@ def test_rlvr_analyze_writes_the_gain_table_and_section(tmp_path):
 def test_a_condition_without_gain_or_an_unreached_level_gets_no_interval():
     """A collapsing condition (A <= R0) has no gain target; a level no run reaches has no exponent, and
     neither reports a finite interval."""
-    from analysis.gain import _level
+    from analysis.fits.gain import _level
 
     assert math.isnan(_level(0.18, 0.14, 0.5)) and math.isnan(_level(0.18, math.nan, 0.5))
     recs = records(SyntheticSpec(**{**spec(0.60, 1e-5, 6).__dict__, "budget": 1500, "seeds": 4}))

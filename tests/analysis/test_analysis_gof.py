@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.gof import aicc, goodness_of_fit, goodness_of_fit_many, lack_of_fit_f
+from analysis.fits.gof import aicc, goodness_of_fit, goodness_of_fit_many, lack_of_fit_f
 
 SIZES = np.array([32.0, 64.0, 128.0, 256.0, 512.0])
 

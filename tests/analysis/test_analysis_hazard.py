@@ -1,4 +1,4 @@
-"""The failure clock per rollout (analysis/hazard.py): counting in rollouts, the discrete hazard and its
+"""The failure clock per rollout (analysis/fits/hazard.py): counting in rollouts, the discrete hazard and its
 likelihood, the cloglog slope on geometric draws with a known slope, first-update failures, the
 left-truncated γ, and the outputs of rlvr-analyze (with and without failures)."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import hazard as hz
 from analysis.cli import main
-from analysis.fit import fit_power_law
+from analysis.fits import hazard as hz
+from analysis.fits.fit import fit_power_law
 from analysis.synthetic import SyntheticSpec, write_sweep
 
 
@@ -198,7 +198,7 @@ def test_the_slope_bootstrap_resamples_seed_blocks_where_seeds_apply():
     fit = hz.hazard_tables(_tables(runs), n_boot=100, seed=0, resample="seeds")[1].set_index("sample")
     assert fit.loc["all", "resampling"] == "seeds" and fit.loc["all", "n_boot"] > 90
     assert fit.loc["all", "boot_low"] < fit.loc["all", "slope"] < fit.loc["all", "boot_high"]
-    # seed 0 lacks B = 32: still blocks (each seed brings the runs it holds, analysis.blocks)
+    # seed 0 lacks B = 32: still blocks (each seed brings the runs it holds, analysis.fits.seed_blocks)
     lacking = runs.drop(index=runs.index[(runs["seed"] == 0) & (runs["B"] == 32)])
     again = hz.hazard_tables(_tables(lacking), n_boot=100, seed=0, resample="seeds")[1]
     assert again.set_index("sample").loc["all", "resampling"] == "seeds"
@@ -248,7 +248,7 @@ def test_rlvr_analyze_writes_the_hazard_outputs(tmp_path: Path, capsys):
 def test_whole_rollout_lower_bounds_are_the_first_rollout_itself():
     import pandas as pd
 
-    from analysis.hazard import rollout_times
+    from analysis.fits.hazard import rollout_times
 
     runs = pd.DataFrame(
         {
@@ -260,5 +260,5 @@ def test_whole_rollout_lower_bounds_are_the_first_rollout_itself():
         }
     )
     k = rollout_times(runs)
-    # inclusive (analysis.clocks' whole-rollout brackets): rollouts 8..10; exclusive (after 512): 9..10
+    # inclusive (analysis.data.clock_tables' whole-rollout brackets): rollouts 8..10; exclusive (after 512): 9..10
     assert list(k["k_lo"]) == [8, 9] and list(k["k_hi"]) == [10, 10]

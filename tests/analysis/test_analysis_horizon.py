@@ -1,4 +1,4 @@
-"""Crossings read to a horizon fixed before the runs, and brackets in whole rollouts (analysis/clocks.py).
+"""Crossings read to a horizon fixed before the runs, and brackets in whole rollouts (analysis/data/clock_tables.py).
 
 The acceptance of the horizon: continuing or extending any run past its condition's horizon changes no
 crossing. Checked on noisy synthetic curves (half the runs of a sweep get evaluations after the horizon,
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.clocks import ClockOptions, build_tables, rollout_after
-from analysis.load import RunRecord
+from analysis.data.clock_tables import ClockOptions, build_tables, rollout_after
+from analysis.data.load import RunRecord
 from analysis.synthetic import SyntheticSpec, records
 
 TARGET_COLUMNS = ("", ":lower", ":censored", ":censored_by", ":resolution_limited")

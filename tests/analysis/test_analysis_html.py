@@ -9,7 +9,7 @@ from pathlib import Path
 
 import html5lib
 
-from analysis.html_report import markdown_to_html
+from analysis.reporting.html_report import markdown_to_html
 
 NS = "{http://www.w3.org/1999/xhtml}"
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from analysis.fit import fit_power_law, interval_mle, log_bounds, log_ndtr_diff
+from analysis.fits.fit import fit_power_law, interval_mle, log_bounds, log_ndtr_diff
 from analysis.synthetic import SyntheticSpec, simulate
 
 

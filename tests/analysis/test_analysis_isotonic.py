@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from analysis.clocks import ClockOptions, build_tables, smoothed_accuracy
-from analysis.load import RunRecord
+from analysis.data.clock_tables import ClockOptions, build_tables, smoothed_accuracy
+from analysis.data.load import RunRecord
 
 
 def _record(accuracies, every=100, b=32):

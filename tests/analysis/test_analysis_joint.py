@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.clocks import ClockOptions, build_tables
-from analysis.joint import _nll, bvn_cdf, fit_joint
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.fits.joint import _nll, bvn_cdf, fit_joint
 from analysis.synthetic import SyntheticSpec, dependent_normals, records, simulate
 
 

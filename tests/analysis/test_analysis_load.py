@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from analysis._parallel import fork_map
-from analysis.clocks import build_tables
-from analysis.load import _read_any, discover, flatten_config, load_source, validate_rows
+from analysis.data.clock_tables import build_tables
+from analysis.data.load import _read_any, discover, flatten_config, load_source, validate_rows
 
 
 def test_discovery_finds_run_dirs_and_skips_hydra_copies(sweep: Path, tmp_path: Path):
@@ -98,7 +98,7 @@ def test_incomplete_runs_enter_fits_as_censored_unless_dropped(sweep: Path):
     status = json.loads((path / "status.json").read_text())
     status.update(state="preempted", failure=None)
     (path / "status.json").write_text(json.dumps(status))
-    from analysis.clocks import ClockOptions
+    from analysis.data.clock_tables import ClockOptions
 
     records = load_source(str(sweep)).runs
     default = build_tables(records).runs.set_index("run")

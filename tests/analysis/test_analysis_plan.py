@@ -122,7 +122,7 @@ def test_difference_of_two_conditions():
     ids=["study-like", "coarse-and-censored"],
 )
 def test_planned_width_is_achieved(truth, sizes, width, naive_misses):
-    """100 sweeps at the planned design, each fitted by analysis.fit (bootstrap): the median width of
+    """100 sweeps at the planned design, each fitted by analysis.fits.fit (bootstrap): the median width of
     the 95 % interval is within +-20 % of the planned width. In the coarse-and-censored case a plan that
     ignored resolution and censoring (exact times) would miss by more than that."""
     d = plan_design(sizes, [truth], width)
@@ -188,9 +188,9 @@ def test_pilot_runs_cli(tmp_path, capsys):
     plan = pd.read_csv(out / "plan.csv")
     assert sorted(plan["condition"]) == ["lr.ref_lr=1e-05", "lr.ref_lr=1e-06"]
     # sigma pooled over the conditions with the MLE's degrees of freedom undone
-    from analysis.clocks import build_tables
-    from analysis.load import load_source
-    from analysis.report import fit_conditions
+    from analysis.data.clock_tables import build_tables
+    from analysis.data.load import load_source
+    from analysis.fits.exponents import fit_conditions
 
     exps, _ = fit_conditions(
         build_tables(load_source(str(tmp_path / "pilot")).runs), n_boot=0, joint_model=False

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.cli import main as analyze
-from analysis.clocks import build_tables
+from analysis.data.clock_tables import build_tables
 from analysis.synthetic import SyntheticSpec, records, write_sweep
 
 N_KEYS = 150  # the trainer's resolved config flattens to about this many keys

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from analysis.cli import main as analyze
-from analysis.clocks import ClockOptions, build_tables
-from analysis.competing import competing_events
-from analysis.fit import fit_power_law, profile_interval
-from analysis.load import RunRecord
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.data.load import RunRecord
+from analysis.fits.competing import competing_events
+from analysis.fits.fit import fit_power_law, profile_interval
 from analysis.synthetic import SyntheticSpec, records, write_sweep
 
 
@@ -216,7 +216,7 @@ def test_gamma_is_not_pulled_towards_one_by_first_rollout_failures():
     # (onset = B). Fitted as exact times the onsets rise with B (over 60 draws: mean gamma +0.29, coverage
     # 0 %); as intervals of the continuous latent time they do not (mean +0.0005, coverage 97 %;
     # docs/analysis.md). In whole rollouts such a failure is exactly R_F = B: the first-update outcome
-    # that analysis/hazard.py reports apart from gamma.
+    # that analysis/fits/hazard.py reports apart from gamma.
     spec = SyntheticSpec(
         sizes=(32, 64, 128, 256, 512), seeds=4, alpha=0.3, gamma=0.0, failure_prefactor=200.0,
         failure_sigma=0.3, targets=(0.3,), budget=4096, seed=5,
@@ -307,7 +307,7 @@ def test_analysis_survives_mixed_numeric_null_and_text_condition_values(tmp_path
 
 
 def test_a_figure_that_fails_is_skipped_and_the_report_still_written(tmp_path: Path, capsys, monkeypatch):
-    import analysis.plots as plots
+    import analysis.figures.plots as plots
 
     def broken(*args, **kwargs):
         raise TypeError("'value' must be an instance of str or bytes, not a float")
@@ -332,6 +332,6 @@ def test_the_curvature_limit_is_stated_with_its_assumption(tmp_path: Path):
     assert analyze([str(tmp_path / "s"), "--out", str(out), "--no-plots", "--no-sigmoid", "--quiet"]) == 0
     report = (out / "report.md").read_text()
     assert "η ∝ √B" in report and "noise is negligible" in report
-    import analysis.report as rep
+    import analysis.fits.exponents as rep
 
     assert "cannot grow" not in (rep.__doc__ or "")

@@ -14,40 +14,53 @@ PACKAGE = Path(analysis.__file__).parent
 MAX_LINES = 80
 #: modules held to MAX_LINES (the others still carry longer fitting and CLI functions)
 BOUNDED = (
-    "clocks",
-    "load",
-    "markdown",
-    "plot_style",
-    "plots",
-    "plots_condition",
-    "plots_cross",
-    "records",
-    "wandb_io",
+    "data.clock_tables",
+    "data.load",
+    "data.records",
+    "data.wandb_io",
+    "figures.plot_style",
+    "figures.plots",
+    "figures.plots_bcrit",
+    "figures.plots_condition",
+    "figures.plots_cross",
+    "reporting.markdown",
+    "reporting.sections",
+    "reporting.text",
 )
 
 
 def _trees() -> dict[str, ast.Module]:
-    return {p.stem: ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.glob("*.py"))}
+    """Module (dotted, inside the package: ``cli``, ``data.load``, ``fits.__init__``) -> its tree."""
+    return {
+        ".".join(p.relative_to(PACKAGE).with_suffix("").parts): ast.parse(p.read_text(), str(p))
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
 
 
 def import_graph(trees: dict[str, ast.Module]) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (``from analysis.x import``, ``import analysis.x``,
-    ``from analysis import x``, ``from .x import``), anywhere in the file."""
+    """Module -> the package's modules it imports (``from analysis.x.y import``, ``import analysis.x.y``,
+    ``from analysis.x import y``, ``from .y import``), anywhere in the file."""
     graph: dict[str, set[str]] = {}
     for name, tree in trees.items():
-        deps: set[str] = set()
+        here = name.split(".")[:-1]  # the subpackage the module is in
+        wanted: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                if node.level:  # relative: from .x import y / from . import x
-                    deps.update([module.split(".")[0]] if module else [a.name for a in node.names])
-                elif module == "analysis":
-                    deps.update(a.name for a in node.names)
-                elif module.startswith("analysis."):
-                    deps.add(module.split(".")[1])
+                if node.level:  # relative: from .y import z / from . import y
+                    parts = here[: len(here) - node.level + 1] + (node.module or "").split(".")
+                else:
+                    parts = (node.module or "").split(".")
+                    if parts[0] != "analysis":
+                        continue
+                    parts = parts[1:]
+                module = ".".join(p for p in parts if p)
+                wanted.add(module)
+                wanted.update(f"{module}.{a.name}" if module else a.name for a in node.names)
             elif isinstance(node, ast.Import):
-                deps.update(a.name.split(".")[1] for a in node.names if a.name.startswith("analysis."))
-        graph[name] = {d for d in deps if d in trees and d not in (name, "__init__")}
+                wanted.update(
+                    a.name[len("analysis.") :] for a in node.names if a.name.startswith("analysis.")
+                )
+        graph[name] = {d for d in wanted if d in trees and d != name and not d.endswith("__init__")}
     return graph
 
 
@@ -95,35 +108,42 @@ def function_lengths(trees: dict[str, ast.Module]) -> dict[str, int]:
 def test_the_cycle_finder_finds_a_circle_and_a_deferred_one():
     # the two circles the package had: load <-> wandb_io through a deferred import, plots <-> plots_cross
     trees = {
-        "load": ast.parse("def f():\n    from analysis import wandb_io\n"),
-        "wandb_io": ast.parse("from analysis.load import RunRecord\n"),
-        "plots": ast.parse("def g():\n    from analysis.plots_cross import plot_cross\n"),
-        "plots_cross": ast.parse("from .plots import save\n"),
-        "clocks": ast.parse("from analysis.load import CLOCKS\n"),
+        "data.load": ast.parse("def f():\n    from analysis.data import wandb_io\n"),
+        "data.wandb_io": ast.parse("from analysis.data.load import RunRecord\n"),
+        "figures.plots": ast.parse("def g():\n    from analysis.figures.plots_cross import plot_cross\n"),
+        "figures.plots_cross": ast.parse("from .plots import save\n"),
+        "data.clock_tables": ast.parse("from analysis.data.load import CLOCKS\n"),
     }
-    assert cycles(import_graph(trees)) == [["load", "wandb_io"], ["plots", "plots_cross"]]
-    del trees["wandb_io"]
-    assert cycles(import_graph(trees)) == [["plots", "plots_cross"]]
+    assert cycles(import_graph(trees)) == [
+        ["data.load", "data.wandb_io"],
+        ["figures.plots", "figures.plots_cross"],
+    ]
+    del trees["data.wandb_io"]
+    assert cycles(import_graph(trees)) == [["figures.plots", "figures.plots_cross"]]
 
 
 def test_no_import_cycles_inside_the_analysis_package():
     graph = import_graph(_trees())
-    assert graph["wandb_io"] and graph["plots"]  # the graph sees imports at all
+    assert graph["data.load"] and graph["figures.plots"]  # the graph sees imports at all
     assert cycles(graph) == []
 
 
 def test_no_long_functions_in_the_restructured_modules():
     lengths = function_lengths(_trees())
-    for name in ("markdown.write_report", "clocks.run_clocks", "plots_condition.plot_condition"):
+    for name in (
+        "reporting.markdown.write_report",
+        "data.clock_tables.run_clocks",
+        "figures.plots_condition.plot_condition",
+    ):
         assert lengths[name] <= MAX_LINES, (name, lengths[name])
-    too_long = {f: n for f, n in lengths.items() if f.split(".")[0] in BOUNDED and n > MAX_LINES}
+    too_long = {f: n for f, n in lengths.items() if f.rpartition(".")[0] in BOUNDED and n > MAX_LINES}
     assert not too_long, too_long
 
 
 def test_public_import_paths_still_work():
-    from analysis.load import LoadResult, RunReadError, RunRecord, SkippedRun, validate_rows
-    from analysis.plots import plot_all, plot_condition
-    from analysis.records import RunRecord as Record
+    from analysis.data.load import LoadResult, RunReadError, RunRecord, SkippedRun, validate_rows
+    from analysis.data.records import RunRecord as Record
+    from analysis.figures.plots import plot_all, plot_condition
 
     assert RunRecord is Record and callable(plot_all) and callable(plot_condition)
     assert {LoadResult, RunReadError, SkippedRun} and callable(validate_rows)

@@ -1,4 +1,4 @@
-"""The predicted exponent of the local theory (analysis/theory.py): limits, exactness and inputs."""
+"""The predicted exponent of the local theory (analysis/fits/theory.py): limits, exactness and inputs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from analysis.theory import local_alpha, paired_difference, predicted_alpha, run_scales
+from analysis.fits.theory import local_alpha, paired_difference, predicted_alpha, run_scales
 
 SIZES = [32, 64, 128, 256, 512]  # the two-clock study's rollout sizes
 
@@ -67,14 +67,15 @@ from pathlib import Path  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
-from analysis.blocks import resample_weights  # noqa: E402
 from analysis.cli import main  # noqa: E402
-from analysis.clocks import build_tables  # noqa: E402
-from analysis.fit import fit_power_law  # noqa: E402
-from analysis.noise_scale import noise_table  # noqa: E402
-from analysis.report import condition_resamples, fit_conditions  # noqa: E402
+from analysis.data.clock_tables import build_tables  # noqa: E402
+from analysis.fits.exponents import condition_resamples, fit_conditions  # noqa: E402
+from analysis.fits.fit import fit_power_law  # noqa: E402
+from analysis.fits.noise_scale import noise_table  # noqa: E402
+from analysis.fits.seed_blocks import resample_weights  # noqa: E402
+from analysis.fits.theory import THEORY_COLUMNS, compare_to_fit, theory_table  # noqa: E402
+from analysis.reporting.sections import theory_lines  # noqa: E402
 from analysis.synthetic import SyntheticSpec, records, write_sweep  # noqa: E402
-from analysis.theory import THEORY_COLUMNS, compare_to_fit, theory_lines, theory_table  # noqa: E402
 
 B_CRIT = 20.0  # per response, the unit of curv/b_crit
 

@@ -1,5 +1,5 @@
 """``rlvr-analyze … --to-wandb``: a real wandb offline run, read back with the project's own reader
-(:func:`analysis.wandb_io.read_offline_contents`, the decoder behind ``--from wandb-offline``)."""
+(:func:`analysis.data.wandb_io.read_offline_contents`, the decoder behind ``--from wandb-offline``)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from analysis.cli import main
-from analysis.load import RunRecord, load_source
+from analysis.data.load import RunRecord, load_source
+from analysis.data.wandb_io import read_offline_contents
+from analysis.reporting.to_wandb import DEFAULT_PROJECT, resolve_target
 from analysis.synthetic import SyntheticSpec, write_sweep
-from analysis.to_wandb import DEFAULT_PROJECT, resolve_target
-from analysis.wandb_io import read_offline_contents
 
 PROJECT = ("logger.project", "share-study")  # as the trainer's logger=wandb records it
 

@@ -1,4 +1,4 @@
-"""The slope of an exponent along a numeric condition key (``analysis/trend.py``)."""
+"""The slope of an exponent along a numeric condition key (``analysis/fits/trend.py``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.fits.trend import trend_series
 from analysis.synthetic import SyntheticSpec, write_sweep
-from analysis.trend import trend_series
 
 VALUES = [1e-6, 1e-5, 1e-4]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.clocks import build_tables
-from analysis.load import load_source
+from analysis.data.clock_tables import build_tables
+from analysis.data.load import load_source
 from analysis.synthetic import SyntheticSpec, simulate, write_run_dirs, write_wandb_offline
 
 # columns that name where a run came from; everything else must match between sources

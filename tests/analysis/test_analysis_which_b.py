@@ -1,4 +1,4 @@
-"""Which B reaches a target soonest (analysis/which_b.py): the cost model from the runs' clocks, the
+"""Which B reaches a target soonest (analysis/fits/which_b.py): the cost model from the runs' clocks, the
 optimum against its closed form, edges, a user throughput curve, and the rlvr-analyze outputs."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.clocks import ClockOptions, build_tables
-from analysis.report import fit_conditions
-from analysis.synthetic import SyntheticSpec, records, write_sweep
-from analysis.which_b import (
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.fits.exponents import fit_conditions
+from analysis.fits.which_b import (
     b_width_to_alpha_width,
     parse_throughput,
     rollout_clock_fit,
-    which_b_lines,
     which_b_table,
 )
+from analysis.reporting.sections import which_b_lines
+from analysis.synthetic import SyntheticSpec, records, write_sweep
 
 # synthetic runs spend 0.5 + 0.01 B wall seconds per rollout: B* = 50 (1 - alpha) / alpha
 S0, S1 = 0.5, 0.01

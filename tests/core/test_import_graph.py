@@ -145,6 +145,44 @@ def test_the_study_stands_above_the_trainer_and_the_analysis():
     assert not trainer, sorted(trainer)
 
 
+#: the floors of the analysis package, bottom up: a subpackage -> the other subpackages it may import. The
+#: modules at its top (cli, api, pipeline, synthetic) may import every floor; _parallel (forked workers)
+#: serves all of them and imports none
+ANALYSIS_FLOORS = {
+    "analysis.data": set(),
+    "analysis.fits": {"analysis.data"},
+    "analysis.figures": {"analysis.data", "analysis.fits"},
+    "analysis.reporting": {"analysis.data", "analysis.fits"},
+}
+ANALYSIS_SHARED = {"analysis._parallel"}
+
+
+def analysis_floor(module: str) -> str:
+    """The floor a module of the analysis package stands on, or the module itself at the top."""
+    return next((f for f in ANALYSIS_FLOORS if module == f or module.startswith(f + ".")), module)
+
+
+def test_the_analysis_floors_import_only_the_floors_below_them():
+    mods = modules("analysis")
+    wrong, arrows = {}, 0
+    for name, path in mods.items():
+        floor = analysis_floor(name)
+        if floor not in ANALYSIS_FLOORS and name not in ANALYSIS_SHARED:
+            continue  # the top imports any floor
+        for dep in {m for m in imports(name, path) if m in mods} - {name}:
+            arrows += 1
+            if name in ANALYSIS_SHARED or (
+                dep not in ANALYSIS_SHARED and analysis_floor(dep) not in {floor} | ANALYSIS_FLOORS[floor]
+            ):
+                wrong.setdefault(name, []).append(dep)
+    assert arrows > 50  # the check sees the imports at all
+    assert not wrong, wrong
+    assert (
+        analysis_floor("analysis.fits.exponents") == "analysis.fits"
+        and analysis_floor("analysis.cli") == "analysis.cli"
+    )
+
+
 #: the longest a function may be (its ``def`` line to its last line, docstring included)
 MAX_FUNCTION_LINES = 120
 #: the packages held to it

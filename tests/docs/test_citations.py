@@ -60,3 +60,28 @@ def test_the_check_sees_a_wrong_section():
     text = "see docs/design.md §3 and §12"
     cited = CITATION.findall(text)
     assert re.findall(r"\d+", cited[0]) == ["3", "12"] and "12" not in design_sections()
+
+
+#: a file of the repository named in text: `analysis/fits/fit.py`, tests/core/test_resume.py, …
+CODE_PATH = re.compile(
+    r"(?<![\w/.-])((?:analysis|rlvr_scaling|rlvr_scaling_base|rlvr_study|hydra_plugins|benchmarks|scripts|tests)"
+    r"/[\w/.-]*\w\.(?:py|sh|yaml|ipynb))"
+)
+#: paths named on purpose though they do not exist (a made-up command in tests/docs/test_doc_commands.py)
+NOT_FILES = {"scripts/new_tool.py"}
+
+
+def test_cited_code_files_exist():
+    """Every file of the repository that the code, the docs and the report text name exists (a module
+    that moved is cited at its new place)."""
+    missing = []
+    for path in sources():
+        text = path.read_text(errors="replace")
+        for cited in set(CODE_PATH.findall(text)) - NOT_FILES:
+            if not (REPO / cited).is_file():
+                missing.append(f"{path.relative_to(REPO)}: {cited}")
+    assert not missing, sorted(missing)
+    assert CODE_PATH.findall("see `analysis/fits/fit.py` and tests/core/test_resume.py.") == [
+        "analysis/fits/fit.py",
+        "tests/core/test_resume.py",
+    ]

@@ -477,7 +477,7 @@ def test_round_jobs_never_stop_at_targets_and_carry_the_fixed_horizon():
 
 
 def test_the_horizon_after_the_pilot_is_a_multiple_of_the_slowest_reference_crossing(tmp_path):
-    from analysis.clocks import build_tables, target_label
+    from analysis.data.clock_tables import build_tables, target_label
     from analysis.synthetic import records
     from rlvr_study.measure import condition_labels, proposed_horizon
 
@@ -558,8 +558,8 @@ def test_gain_targets_default_and_override():
 @pytest.mark.parametrize("plateau, flagged", [(0.30, True), (0.60, False)])
 def test_a_condition_whose_top_target_sits_near_its_plateau_is_flagged(plateau, flagged):
     """After a round the study prints where its top target sits in each condition's gain R0 … A."""
-    from analysis.clocks import ClockOptions, build_tables
-    from analysis.report import fit_conditions
+    from analysis.data.clock_tables import ClockOptions, build_tables
+    from analysis.fits.exponents import fit_conditions
     from analysis.synthetic import SyntheticSpec, records
     from rlvr_study.measure import measurement, plateau_lines
 

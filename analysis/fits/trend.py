@@ -1,0 +1,270 @@
+"""How an exponent moves along a numeric condition key: the slope of α (or γ) against log10 of the key.
+
+The seed study's headline is a curve, not a point: with K = 8 steps per rollout, α rose from 0.15 to
+0.44 when η_ref went from 1e-6 to 1e-5. For every numeric condition key with at least three positive
+values (the other varying keys held fixed: one *series* per combination), and for every clock (each
+target's α, the common α across targets of ``analysis.fits.cross``, and the failure clock's γ), this module
+fits
+
+    exponent(v) = a + s · log10(v)
+
+by weighted least squares (weights 1 / the bootstrap variance of each condition's exponent) and gives
+s a percentile interval from the bootstrap replicates: replicate r of every condition enters replicate
+r of the slope. That is right whether the conditions were resampled independently (then the r-th
+replicates are independent draws, and their combination is a draw from the product) or paired on
+shared seeds (``analysis.fits.seed_blocks``: then the pairing is kept, and a seed effect shared by the
+conditions cancels in the slope). The same replicates give the difference between neighbouring values
+with its interval.
+
+The verdict (``trend``): ``rise`` or ``fall`` when the slope's interval excludes 0 **and** its
+bootstrap p-value survives Holm's correction over the clocks of the series (each target's α and the
+common α are tests of one question: does the exponent move with the key?); ``flat`` when every
+neighbouring difference's interval lies within ±``equivalence`` (default 0.1: an equivalence bound, not
+the absence of evidence); ``unresolved`` otherwise. Three rules keep a verdict from resting on
+selection or Monte-Carlo noise:
+
+* replicates whose exponent is not identified (``±inf``: events at fewer than two sizes in that
+  resample) are **kept**, bounded at ±``EXPONENT_BOUND`` (2: beyond any exponent a clock of these
+  studies takes), and ``frac_unidentified`` reports their share; dropping them would condition the
+  slope on the resamples where every condition is well measured;
+* a condition whose common-α test rejects (p < 0.05: its targets' exponents differ) enters the
+  ``common`` series not at all — it is measured per target only, and the note says so;
+* no verdict other than ``unresolved`` rests on fewer than ``MIN_VERDICT_RESAMPLES`` (2,000)
+  replicates: with 400 the Monte-Carlo error of a 2.5 % endpoint is comparable to the distance of a
+  borderline bound from 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.fits.cross import numeric, reported_replicates
+
+COLUMNS = [
+    "key",
+    "series",
+    "clock",
+    "n_values",
+    "values",
+    "exponents",
+    "slope",
+    "slope_low",
+    "slope_high",
+    "diff_low_min",
+    "diff_high_max",
+    "trend",
+    "p_value",
+    "p_holm",
+    "frac_unidentified",
+    "n_boot_used",
+    "note",
+]
+#: unidentified replicates (+-inf) enter the slope at this exponent (module docstring)
+EXPONENT_BOUND = 2.0
+#: the fewest bootstrap replicates behind a rise, fall or flat verdict
+MIN_VERDICT_RESAMPLES = 2000
+
+
+def _replicates_common(row, fits: dict, condition: str) -> tuple[float, np.ndarray]:
+    """The common α of ``condition`` and its replicates (the weighted targets' replicates)."""
+    targets = str(row["targets"]).split()
+    weights = (
+        np.array([float(w) for w in str(row["weights"]).split()]) if isinstance(row["weights"], str) else None
+    )
+    use = [fits.get((condition, f"target:{t}")) for t in targets]
+    if weights is None or any(f is None or not f.boot_slopes.size for f in use) or len(use) != weights.size:
+        return math.nan, np.empty(0)
+    m = min(f.boot_slopes.size for f in use)
+    reps = np.stack([reported_replicates(f)[:m] for f in use], 1)
+    with np.errstate(invalid="ignore"):
+        combined = np.where(weights[None, :] != 0, reps * weights[None, :], 0.0).sum(1)
+    return float(row["exponent_common"]), combined
+
+
+def bounded(replicates: np.ndarray, bound: float = EXPONENT_BOUND) -> tuple[np.ndarray, float]:
+    """Replicates with the unidentified ones kept at ±``bound`` (NaN, a combination of +inf and -inf,
+    alternately at either bound) and finite ones clipped to it; returns them and the unidentified
+    share."""
+    r = np.asarray(replicates, float).copy()
+    nan = np.isnan(r)
+    unidentified = float((~np.isfinite(r)).mean()) if r.size else 0.0
+    r[nan] = np.where(np.arange(int(nan.sum())) % 2 == 0, bound, -bound)
+    return np.clip(r, -bound, bound), unidentified
+
+
+def _slope(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """WLS slopes of the rows of ``y`` ([..., n]) on ``x`` ([n]) with weights ``w``."""
+    xc = x - (w * x).sum() / w.sum()
+    yc = y - (y * w).sum(-1, keepdims=True) / w.sum()
+    return (w * xc * yc).sum(-1) / (w * xc * xc).sum()
+
+
+def trend_series(values, estimates, replicates, level: float = 0.95, equivalence: float = 0.1) -> dict:
+    """Slope of ``estimates`` on log10 ``values`` with its replicate interval, and the neighbouring
+    differences (module docstring). ``replicates``: one array per value (the conditions' bootstrap
+    replicates, paired by index)."""
+    order = np.argsort(values)
+    x = np.log10(np.asarray(values, float)[order])
+    y = np.asarray(estimates, float)[order]
+    reps = [np.asarray(replicates[i], float) for i in order]
+    out = {"slope": math.nan, "slope_low": math.nan, "slope_high": math.nan, "diff_low_min": math.nan}
+    out.update(diff_high_max=math.nan, trend="unresolved", p_value=math.nan, frac_unidentified=math.nan)
+    out.update(n_boot_used=0, note="")
+    m = min((r.size for r in reps), default=0)
+    if m == 0 or not np.isfinite(y).all():
+        out["note"] = "an exponent or its bootstrap replicates are missing"
+        return out
+    kept = [bounded(r[:m]) for r in reps]
+    Y = np.stack([k[0] for k in kept], 1)
+    out["frac_unidentified"] = float(max(k[1] for k in kept))
+    out["n_boot_used"] = int(len(Y))
+    if len(Y) < 50:
+        out["note"] = f"only {len(Y)} bootstrap replicates"
+        return out
+    var = Y.var(0, ddof=1)
+    w = 1 / np.maximum(var, 1e-12)
+    q = (1 - level) / 2
+    boot = _slope(x, Y, w)
+    out["slope"] = float(_slope(x, y, w))
+    out["slope_low"], out["slope_high"] = (float(v) for v in np.quantile(boot, [q, 1 - q]))
+    # two-sided bootstrap p-value of slope = 0 (the share of replicates on the other side of 0)
+    out["p_value"] = float(min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean())))
+    diffs = np.diff(Y, axis=1)
+    lows, highs = np.quantile(diffs, q, axis=0), np.quantile(diffs, 1 - q, axis=0)
+    out["diff_low_min"], out["diff_high_max"] = float(lows.min()), float(highs.max())
+    if len(Y) < MIN_VERDICT_RESAMPLES:
+        out["note"] = f"{len(Y)} resamples: a verdict needs at least {MIN_VERDICT_RESAMPLES}"
+    elif out["slope_low"] > 0:
+        out["trend"] = "rise"
+    elif out["slope_high"] < 0:
+        out["trend"] = "fall"
+    elif lows.min() > -equivalence and highs.max() < equivalence:
+        out["trend"] = "flat"
+    if out["frac_unidentified"] > 0:
+        share = f"{out['frac_unidentified']:.1%} of a condition's replicates not identified (kept at ±{EXPONENT_BOUND:g})"
+        out["note"] = f"{out['note']}; {share}" if out["note"] else share
+    return out
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (NaN entries are left out and stay NaN)."""
+    p = np.asarray(p_values, float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def _apply_holm(rows: list[dict], level: float) -> None:
+    """Holm over the clocks of each (key, series) family of alpha (targets and common; gamma alone):
+    a rise or fall whose adjusted p-value is not below 1 - level becomes unresolved."""
+    families: dict[tuple, list[dict]] = {}
+    for r in rows:
+        kind = "failure" if r["clock"] == "failure" else "alpha"
+        families.setdefault((r["key"], r["series"], kind), []).append(r)
+    for family in families.values():
+        adjusted = holm([r.get("p_value", math.nan) for r in family])
+        for r, p in zip(family, adjusted):
+            r["p_holm"] = float(p)
+            if r["trend"] in ("rise", "fall") and not p < 1 - level:
+                why = f"{r['trend']} not significant after Holm over {len(family)} clocks"
+                r["note"] = "; ".join(x for x in [r.get("note", ""), why] if x)
+                r["trend"] = "unresolved"
+
+
+def trend_table(
+    exponents: pd.DataFrame,
+    fits: dict,
+    common: pd.DataFrame | None,
+    varying: list[str],
+    level: float = 0.95,
+    equivalence: float = 0.1,
+) -> pd.DataFrame:
+    """One row per numeric key with three or more positive values, series and clock (module docstring)."""
+    rows = []
+    keys = [k for k in varying if k in exponents.columns]
+    by_condition = exponents.drop_duplicates("condition").set_index("condition")
+    commons = common.set_index("condition") if common is not None and len(common) else pd.DataFrame()
+    for key in keys:
+        vals = by_condition[key]
+        if not numeric(vals.dropna()) or vals.isna().any():
+            continue
+        if (vals.astype(float) <= 0).any() or vals.astype(float).nunique() < 3:
+            continue
+        others = [k for k in keys if k != key]
+        groups = by_condition.groupby(others, dropna=False, sort=True) if others else [((), by_condition)]
+        for series_values, group in groups:
+            series_values = series_values if isinstance(series_values, tuple) else (series_values,)
+            if group[key].astype(float).nunique() < 3 or group[key].astype(float).duplicated().any():
+                continue
+            series = ", ".join(f"{k}={v}" for k, v in zip(others, series_values)) or "all"
+            clocks = [c for c in exponents["clock"].unique()]
+            for clock in [*clocks, "common"]:
+                est, reps, notes, used = [], [], [], []
+                for condition in group.index:
+                    if clock == "common":
+                        if condition not in commons.index or not math.isfinite(
+                            float(commons.loc[condition].get("exponent_common", math.nan))
+                        ):
+                            est.append(math.nan)
+                            reps.append(np.empty(0))
+                            used.append(condition)
+                            continue
+                        row = commons.loc[condition]
+                        p = float(row.get("p_common", math.nan))
+                        if math.isfinite(p) and p < 0.05:
+                            # the targets disagree: this condition is measured per target only
+                            notes.append(
+                                f"left out at {key}={group.loc[condition, key]}: its common-α test rejects "
+                                f"(p = {p:.2g}), see the per-target rows"
+                            )
+                            continue
+                        e, r = _replicates_common(row, fits, condition)
+                    else:
+                        fit = fits.get((condition, clock))
+                        e = fit.exponent if fit is not None else math.nan
+                        r = fit.boot_slopes if fit is not None else np.empty(0)
+                    est.append(e)
+                    reps.append(r)
+                    used.append(condition)
+                if not np.isfinite(est).any():
+                    continue
+                values = group.loc[used, key].astype(float).to_numpy()
+                if len(used) < 3:
+                    rows.append(
+                        {
+                            "key": key,
+                            "series": series,
+                            "clock": clock,
+                            "n_values": len(used),
+                            "values": " ".join(f"{v:g}" for v in sorted(values)),
+                            "exponents": "",
+                            "trend": "unresolved",
+                            "note": "; ".join([f"{len(used)} value(s) left (< 3)", *notes]),
+                        }
+                    )
+                    continue
+                res = trend_series(values, est, reps, level, equivalence)
+                order = np.argsort(values)
+                note = "; ".join(x for x in [res.pop("note"), *notes] if x)
+                rows.append(
+                    {
+                        "key": key,
+                        "series": series,
+                        "clock": clock,
+                        "n_values": len(used),
+                        "values": " ".join(f"{values[i]:g}" for i in order),
+                        "exponents": " ".join(f"{est[i]:.3f}" for i in order),
+                        **res,
+                        "note": note,
+                    }
+                )
+    _apply_holm(rows, level)
+    return pd.DataFrame(rows, columns=COLUMNS)
