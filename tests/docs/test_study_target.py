@@ -34,15 +34,18 @@ def test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses():
 
     commands = target_commands("study")
     study_cmd = [c for c in commands if c[0] == "rlvr-study"]
-    assert study_cmd == [["rlvr-study", "studies/reference.yaml"]]
+    # the study's own analysis is skipped: the target runs the one below (into results/study)
+    assert study_cmd == [["rlvr-study", "studies/reference.yaml", "--no-analysis"]]
     study = parse_study(yaml.safe_load((REPO / "studies/reference.yaml").read_text()))
     analyze = [c for c in commands if c[0] == "rlvr-analyze"][0]
     assert analyze[1] == str(study.folder) == "runs/reference"
-    # what docs/study.md states: four clipped eta_ref over 1.5 decades, the unclipped failure arm, 30 minutes
+    # what docs/study.md states: four clipped eta_ref over 1.5 decades, the unclipped failure arm, 39
+    # minutes, five pilot seeds in balanced rounds (seed-block intervals everywhere)
     rates = sorted(float(c["lr.ref_lr"]) for c in study.conditions if c["loss"] == "clipped")
     assert len(rates) == 4 and rates[-1] / rates[0] >= 10**1.5 * 0.999
     assert [c.get("clock") for c in study.conditions if c["loss"] == "unclipped"] == ["failure"]
-    assert study.budget_hours == 0.5 and study.width == 0.12 and study.failure_width == 0.6
+    assert study.budget_hours == 0.65 and study.width == 0.12 and study.failure_width == 0.6
+    assert study.pilot_seeds == 5 and study.balanced
 
 
 def test_study_analysis_flags_parse():
