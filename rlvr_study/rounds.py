@@ -17,7 +17,8 @@ returns its result:
 3. :func:`allocate`: the runs missing from that, one at a time, the widest interval's condition first and
    within it the (condition, size) whose run narrows the planned width of that interval the most per
    response, while the round fits in its :class:`RoundBudget` (:func:`round_budget`, the one place that
-   decides what a round may spend).
+   decides what a round may spend). A balanced study (the default) wants whole seeds at every size and
+   allocates them whole: one run at every size of a condition at a time, never a seed in part.
 
 :class:`StopReason` names why a study stops: before a round (:func:`stop_before_round`) or because the
 round's plan is empty (:attr:`RoundPlan.stop`). Nothing here launches a run.
@@ -188,26 +189,13 @@ def _early_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[in
     return out
 
 
-def fitted_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[int]:
-    """The sizes the fit of one condition and target uses: every size but the early ones
-    (:func:`_early_sizes`), at least two. A balanced round gives each of them whole seeds, so the
-    planner and the fit have one estimand."""
-    early = _early_sizes(study, m, cond, clock)
-    return (
-        [p for p in study.sizes if p not in early]
-        if len(study.sizes) - len(early) >= 2
-        else list(study.sizes)
-    )
-
-
 def kept_sizes(study: Study, m: Measurement, cond: int, clock: str) -> tuple[list[int], list[str]]:
     """The sizes the planner's design may use for one condition and target: a size the fit leaves out
     as early (:func:`_early_sizes`), and a size where every run crossed the target within a
     resolution-limited bracket (the first evaluation, or a spacing or B above 1/4 of the crossing:
     ``analysis.data.clock_tables``), is dropped, as long as two sizes remain; more seeds there add runs whose
     crossing is known only to that bracket. Returns the sizes kept and a note per size dropped. (A
-    balanced round still gives every :func:`fitted_sizes` size its seeds: the design only says how
-    many.)"""
+    balanced round still gives every size its seeds: the design only says how many.)"""
     col = f"limited:{clock}"
     early = set(_early_sizes(study, m, cond, clock))
     limited = []
@@ -328,12 +316,13 @@ def _target_runs(
         p = next(p for p in study.sizes if costs.size[p] == b)
         runs[(cond, p)] = int(n)
     if study.balanced and len(design.seeds):
-        # whole seeds (as many as the design's busiest size) at every size the fit uses, the ones the
-        # design dropped included: the fit's estimand stays the slope over all of them where the line
-        # bends, and every seed is a complete block (a fitted end size left at the pilot's 3 seeds
-        # while the others grew to 24 gave intervals that held the real pool's α in 56 % of draws)
+        # whole seeds (as many as the design's busiest size) at every size of the study, the ones the
+        # design dropped included: seeds are complete blocks, and whether a size is early or resolution-
+        # limited is decided on equal seeds everywhere, as on any larger design, so the plan and the fit
+        # have one estimand (an end size left at the pilot's 3 seeds while the others grew gave intervals
+        # that held a pool's α in 56-66 % of draws: docs/study.md, "Calibration on real runs")
         most = int(max(design.seeds))
-        for p in fitted_sizes(study, m, cond, clock):
+        for p in study.sizes:
             runs[(cond, p)] = max(runs.get((cond, p), 0), most)
     notes += [f"condition {cond} {clock}: {d}" for d in design.dropped]
     return WantedRuns(runs, notes, {cond: [(truth, ratio)]}, {cond: ratio})
@@ -399,12 +388,15 @@ def _extreme_sizes(
     ratio = float((rows["width"] / rows["goal"]).max())
     factor = min(ratio**2, 4.0) if math.isfinite(ratio) else 4.0
     runs = {}
-    for p in {sizes[0], sizes[-1]}:
+    scaled = list(study.sizes) if study.balanced else sorted({sizes[0], sizes[-1]})
+    most = max(max(have.get((cond, p), 0) + 1, _grown(have.get((cond, p), 0), ratio)) for p in scaled)
+    for p in scaled:
         n = have.get((cond, p), 0)
-        runs[(cond, p)] = max(n + 1, _grown(n, ratio))
+        runs[(cond, p)] = most if study.balanced else max(n + 1, _grown(n, ratio))
+    where = "every size" if study.balanced else f"P={sizes[0]} and P={sizes[-1]}"
     note = (
         f"condition {cond}: the plan from the pilot's estimates is met but the measured width is not: "
-        f"runs at P={sizes[0]} and P={sizes[-1]} scaled by {factor:.2f} (at most doubled)"
+        f"runs at {where} scaled by {factor:.2f} (at most doubled)"
     )
     return WantedRuns(runs, [note])
 
@@ -459,6 +451,8 @@ def allocate(
     condition's widest planned interval the most per response (conditions without a planned interval,
     a missing exponent or γ: the cheapest sizes first)."""
     deficit = {k: n - have.get(k, 0) for k, n in wanted.runs.items() if n > have.get(k, 0)}
+    if study.balanced:
+        return _allocate_seeds(study, costs, wanted, deficit, budget)
     widest = {c: max(v, key=lambda x: x[1])[0] for c, v in wanted.truths.items()}
     cap = study.max_runs_per_round or 10**9
     out = Allocation({}, 0.0, 0.0)
@@ -476,10 +470,7 @@ def allocate(
             k for k in deficit if budget.fits(out.responses + costs.responses[k], out.seconds + wall[k])
         ]
         if not affordable:
-            by_responses = any(out.responses + costs.responses[k] <= budget.responses for k in deficit)
-            out.stop = StopReason.BUDGET_HOURS if by_responses else StopReason.BUDGET_RESPONSES
-            left = "hours left (at the runs' measured wall times)" if by_responses else "responses left"
-            out.notes.append(f"budget: the rest of the planned runs do not fit in the {left}")
+            _out_of_budget(out, any(out.responses + costs.responses[k] <= budget.responses for k in deficit))
             break
         key = max(affordable, key=score)
         out.added[key] = out.added.get(key, 0) + 1
@@ -488,6 +479,49 @@ def allocate(
         deficit[key] -= 1
         if deficit[key] == 0:
             del deficit[key]
+    return out
+
+
+def _out_of_budget(out: Allocation, by_responses: bool) -> None:
+    """End an allocation the budget cut: by its hours where the next unit (a run, or a whole seed)
+    would still fit in its responses, else by its responses."""
+    out.stop = StopReason.BUDGET_HOURS if by_responses else StopReason.BUDGET_RESPONSES
+    left = "hours left (at the runs' measured wall times)" if by_responses else "responses left"
+    out.notes.append(f"budget: the rest of the planned runs do not fit in the {left}")
+
+
+def _allocate_seeds(
+    study: Study,
+    costs: CostModel,
+    wanted: WantedRuns,
+    deficit: dict[tuple[int, int], int],
+    budget: RoundBudget,
+) -> Allocation:
+    """:func:`allocate` for a balanced study: whole seeds, one run at every size a condition still
+    wants, the widest interval's condition first, while a seed fits in ``budget`` (and
+    ``max_runs_per_round``); a seed that does not fit is not launched in part."""
+    cap = study.max_runs_per_round or 10**9
+    out = Allocation({}, 0.0, 0.0)
+    wall = {k: costs.seconds[k] / budget.parallel for k in deficit}
+    while deficit:
+        conds = sorted({c for c, _ in deficit}, key=lambda c: (-wanted.ratios.get(c, math.inf), c))
+        for cond in conds:
+            seed = [k for k in deficit if k[0] == cond]
+            responses = out.responses + sum(costs.responses[k] for k in seed)
+            seconds = out.seconds + sum(wall[k] for k in seed)
+            if budget.fits(responses, seconds) and sum(out.added.values()) + len(seed) <= cap:
+                break
+        else:
+            if sum(out.added.values()) < cap:
+                need = {c: sum(costs.responses[k] for k in deficit if k[0] == c) for c in conds}
+                _out_of_budget(out, any(out.responses + r <= budget.responses for r in need.values()))
+            return out
+        for k in seed:
+            out.added[k] = out.added.get(k, 0) + 1
+            deficit[k] -= 1
+            if deficit[k] == 0:
+                del deficit[k]
+        out.responses, out.seconds = responses, seconds
     return out
 
 

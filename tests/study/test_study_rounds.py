@@ -628,3 +628,20 @@ def test_a_balanced_round_fills_every_size_the_fit_uses(pilot):
                 for p in x.sizes:
                     seeds_at[p] |= set(x.seeds)
         assert seeds_at[study.sizes[0]] and len({frozenset(s) for s in seeds_at.values()}) == 1
+
+
+def test_a_balanced_round_under_a_short_budget_launches_whole_seeds(pilot):
+    """A balanced round the budget cuts still adds whole seeds (one run at every size of a condition),
+    never a seed in part, and says the budget ended it."""
+    import dataclasses
+
+    study, m, pilots = pilot
+    study = dataclasses.replace(study, balanced=True)
+    full = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
+    seed_cost = sum(run_responses(p * G, BUDGET) for p in study.sizes)
+    plan = plan_round(study, m, pilots, BUDGET, RoundBudget(2.5 * seed_cost))
+    assert 0 < plan.responses <= 2.5 * seed_cost < full.responses
+    assert plan.responses == pytest.approx(2 * seed_cost)  # two whole seeds, not two and a half
+    for x in plan.launches:
+        assert sorted(x.sizes) == sorted(study.sizes)
+    assert plan.stop is StopReason.BUDGET_RESPONSES and any("budget" in n for n in plan.notes)
