@@ -1,6 +1,7 @@
 """``rlvr-study STUDY.yaml``: a study in adaptive rounds, until every requested width is met.
 
-Round 0 (the pilot) runs ``pilot_seeds`` seeds at every size of every condition. After each round the
+Round 0 (the pilot) runs ``pilot_seeds`` seeds at every size of every condition (with ``budget.hours``,
+its first 2: the others follow as whole seeds in the next rounds while the hours allow). After each round the
 folder is fitted (:mod:`rlvr_study.measure`: the widths of the requested 95 % intervals of α), the next
 round is planned within what the budget leaves it (:mod:`rlvr_study.rounds`: the planner's runs to add,
 :func:`rlvr_study.rounds.round_budget`), and launched. A round is one ``rlvr-train -m`` command,
@@ -43,6 +44,7 @@ from rlvr_study.plan import pilots_from_fits
 from rlvr_study.rounds import (
     RoundPlan,
     StopReason,
+    first_round_seeds,
     pilot_plan,
     plan_round,
     round_budget,
@@ -346,7 +348,13 @@ def _pilot(study: Study, run_budget: float, group: int) -> RoundPlan:
             f"budget.responses: the pilot alone needs {plan.responses:g} responses ({plan.n_runs} runs of "
             f"up to {run_budget:g}); raise it or lower pilot_seeds, sizes or train.max_responses"
         )
-    return plan
+    first = first_round_seeds(study)
+    if first < study.pilot_seeds:
+        print(
+            f"the pilot's first {first} seeds now; its other {study.pilot_seeds - first} follow as whole "
+            "seeds while budget.hours allows"
+        )
+    return pilot_plan(study, run_budget, group, first)
 
 
 def run_study(

@@ -96,7 +96,7 @@ def stop_before_round(
     ``max_rounds`` rounds run, no time left in ``budget.hours``), or None."""
     if m.widths.empty:
         return StopReason.NO_READABLE_RUN
-    if (m.widths["width"] <= m.widths["goal"]).all():
+    if (m.widths["width"] <= m.widths["goal"]).all() and pilot_complete(study, m):
         return StopReason.WIDTHS_MET
     if rounds_done >= study.max_rounds:
         return StopReason.MAX_ROUNDS
@@ -132,12 +132,48 @@ class RoundPlan:
         return sum(launch.n_runs for launch in self.launches)
 
 
-def pilot_plan(study: Study, run_budget: float, group_size: int) -> RoundPlan:
-    """The first round: ``pilot_seeds`` seeds at every size, for every condition, from ``first_seed``."""
-    seeds = list(range(study.first_seed, study.first_seed + study.pilot_seeds))
+# the seeds of a pilot's first round when the study has an hours budget: the least an interval needs;
+# the pilot's other seeds follow as whole seeds in the next rounds while the hours allow
+FIRST_PILOT_SEEDS = 2
+
+
+def pilot_plan(study: Study, run_budget: float, group_size: int, seeds: int | None = None) -> RoundPlan:
+    """The first round: ``seeds`` (default ``pilot_seeds``) seeds at every size, for every condition,
+    from ``first_seed``."""
+    seeds = list(range(study.first_seed, study.first_seed + (study.pilot_seeds if seeds is None else seeds)))
     launches = [Launch(i, seeds, list(study.sizes)) for i in range(len(study.conditions))]
     cost = sum(run_responses(p * group_size, run_budget) for p in study.sizes) * len(seeds)
     return RoundPlan(launches, cost * len(study.conditions))
+
+
+def first_round_seeds(study: Study) -> int:
+    """The pilot's seeds in the first round: all ``pilot_seeds`` without an hours budget; with one, at
+    most :data:`FIRST_PILOT_SEEDS`, so that the rest of the pilot comes in rounds the budget can cut
+    (whole seeds, at each round's predicted wall time: :func:`pilot_floor`)."""
+    return (
+        study.pilot_seeds
+        if not math.isfinite(study.budget_hours)
+        else min(study.pilot_seeds, FIRST_PILOT_SEEDS)
+    )
+
+
+def pilot_floor(study: Study, have: dict[tuple[int, int], int]) -> WantedRuns:
+    """The pilot's seeds still missing: ``pilot_seeds`` runs at every size of every condition (a pilot
+    whose first round ran fewer, :func:`first_round_seeds`)."""
+    runs = {
+        (c, p): study.pilot_seeds
+        for c in range(len(study.conditions))
+        for p in study.sizes
+        if have.get((c, p), 0) < study.pilot_seeds
+    }
+    notes = [f"the pilot's {study.pilot_seeds} seeds at every size are not complete"] if runs else []
+    return WantedRuns(runs, notes, ratios={c: math.inf for c, _ in runs})
+
+
+def pilot_complete(study: Study, m: Measurement) -> bool:
+    """Whether every condition holds ``pilot_seeds`` runs at every size."""
+    have = {k: len(v) for k, v in seeds_used(m).items()}
+    return not pilot_floor(study, have).runs
 
 
 def seeds_used(m: Measurement) -> dict[tuple[int, int], set[int]]:
@@ -418,7 +454,7 @@ def wanted_runs(
     extra = [
         _extreme_sizes(study, c, open_rows[open_rows["condition"] == c], wanted.runs, have) for c in conds
     ]
-    return _union([wanted, *extra])
+    return _union([wanted, *extra, pilot_floor(study, have)])
 
 
 # ---------------------------------------------------------------------------------- step 3: budget

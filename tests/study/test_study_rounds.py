@@ -11,7 +11,16 @@ import pytest
 from analysis.synthetic import SyntheticSpec, write_sweep
 from rlvr_study.measure import measure
 from rlvr_study.plan import pilot_conditions, run_responses
-from rlvr_study.rounds import Launch, RoundBudget, StopReason, group_launches, pilot_plan, plan_round
+from rlvr_study.rounds import (
+    Launch,
+    RoundBudget,
+    StopReason,
+    first_round_seeds,
+    group_launches,
+    pilot_plan,
+    plan_round,
+    stop_before_round,
+)
 from rlvr_study.study_file import StudyError, parse_study
 
 GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
@@ -246,8 +255,10 @@ def test_shipped_study_files_validate_and_compose(path, tmp_path, monkeypatch, c
     assert main([str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
     study = parse_study(__import__("yaml").safe_load(path.read_text()))
-    n = len(study.conditions) * study.pilot_seeds * len(study.sizes)
+    first = first_round_seeds(study)  # with an hours budget the pilot's first 2 seeds, then whole seeds
+    n = len(study.conditions) * first * len(study.sizes)
     assert f"round 0 (pilot): launching {n} runs" in out
+    assert (f"the pilot's first {first} seeds now" in out) == (first < study.pilot_seeds)
     assert out.count("rlvr-train -m ") == 1 and "hydra/sweeper=rlvr_list" in out
     assert out.count(" rollout.prompts_per_rollout=") == n  # the job list, one line per run
     assert not (tmp_path / "runs").exists()
@@ -645,3 +656,33 @@ def test_a_balanced_round_under_a_short_budget_launches_whole_seeds(pilot):
     for x in plan.launches:
         assert sorted(x.sizes) == sorted(study.sizes)
     assert plan.stop is StopReason.BUDGET_RESPONSES and any("budget" in n for n in plan.notes)
+
+
+def test_a_pilot_under_an_hours_budget_comes_in_whole_seeds(pilot):
+    """With ``budget.hours`` the pilot's first round runs 2 seeds; the planner then wants the pilot's
+    other seeds at every size (first, and whole seeds when balanced) and a round the hours cut launches
+    only the seeds that fit; a study whose widths are met does not stop before its pilot is complete."""
+    import dataclasses
+
+    study, m, pilots = pilot  # 2 seeds at every size of 2 conditions
+    assert first_round_seeds(dataclasses.replace(study, pilot_seeds=5)) == 5  # no hours budget: all at once
+    study = dataclasses.replace(study, pilot_seeds=5, budget_hours=1.0, balanced=True)
+    assert first_round_seeds(study) == 2
+    assert [x.seeds for x in pilot_plan(study, BUDGET, G, first_round_seeds(study)).launches] == [[0, 1]] * 2
+    plan = plan_round(study, m, pilots, BUDGET, RoundBudget(1e12))
+    assert any("pilot's 5 seeds" in n for n in plan.notes)
+    for cond in (0, 1):
+        seeds_at = {p: set() for p in study.sizes}
+        for x in plan.launches:
+            if x.condition == cond:
+                for p in x.sizes:
+                    seeds_at[p] |= set(x.seeds)
+        assert all({2, 3, 4} <= s for s in seeds_at.values())
+    # no time for even one seed (the runs' measured wall times are positive): nothing launched in part
+    cut = plan_round(study, m, pilots, BUDGET, RoundBudget(1e12, seconds=1e-9))
+    assert not cut.launches and cut.stop is StopReason.BUDGET_HOURS
+    met = m.widths.assign(goal=m.widths["width"] + 1)
+    m_met = type(m)(met, m.runs, m.responses, m.group_size)
+    assert stop_before_round(study, m_met, 1, RoundBudget(1e12)) is None  # pilot incomplete: go on
+    done = dataclasses.replace(study, pilot_seeds=2)
+    assert stop_before_round(done, m_met, 1, RoundBudget(1e12)) is StopReason.WIDTHS_MET
