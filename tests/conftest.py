@@ -13,6 +13,22 @@ torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
+def sweep_jobs():
+    """``rlvr-grid``'s job list of a shipped sweep (``list_jobs(["sweeps=NAME"])``), listed once per test
+    session: the config and grid-listing tests only read it."""
+    from rlvr_scaling.cli.grid import list_jobs
+
+    listed: dict[str, list] = {}
+
+    def jobs(sweep: str) -> list:
+        if sweep not in listed:
+            listed[sweep] = list_jobs([f"sweeps={sweep}"])
+        return listed[sweep]
+
+    return jobs
+
+
+@pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("rlvr_cache")
 

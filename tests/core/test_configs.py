@@ -46,10 +46,8 @@ def _needs_local_files(typed) -> bool:
 
 
 @pytest.mark.parametrize("sweep", sorted(p.stem for p in (REPO_ROOT / "sweeps").glob("*.yaml")))
-def test_every_sweep_composes_and_expands(sweep):
-    from rlvr_scaling.cli.grid import list_jobs
-
-    jobs = list_jobs([f"sweeps={sweep}"])
+def test_every_sweep_composes_and_expands(sweep, sweep_jobs):
+    jobs = sweep_jobs(sweep)
     assert len(jobs) >= 4
     typed_all = [job.config for job in jobs]
     for typed in typed_all:

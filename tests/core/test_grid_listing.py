@@ -26,8 +26,8 @@ def _check(jobs) -> None:
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_lists_the_jobs_hydra_composes(sweep):
-    jobs = list_jobs([f"sweeps={sweep}"])
+def test_every_sweep_lists_the_jobs_hydra_composes(sweep, sweep_jobs):
+    jobs = sweep_jobs(sweep)
     assert len({j.run_dir for j in jobs}) == len(jobs)  # one directory per job
     assert all(j.run_dir.parent.name == sweep for j in jobs)
     _check(jobs)
