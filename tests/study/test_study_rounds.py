@@ -596,6 +596,16 @@ def test_a_condition_whose_top_target_sits_near_its_plateau_is_flagged(plateau, 
     assert ("near its plateau" in lines[0]) is flagged
 
 
+def _seeds_at(launches, cond: int, sizes) -> dict[int, set[int]]:
+    """P -> the seeds a plan's launches give condition ``cond`` there."""
+    out = {p: set() for p in sizes}
+    for x in launches:
+        if x.condition == cond:
+            for p in x.sizes:
+                out[p] |= set(x.seeds)
+    return out
+
+
 def test_a_balanced_study_adds_whole_seeds_at_every_kept_size(pilot):
     """``balanced: true``: every kept size of a condition gets the same seeds (complete seed blocks),
     as many as the unbalanced design's busiest size."""
@@ -605,11 +615,7 @@ def test_a_balanced_study_adds_whole_seeds_at_every_kept_size(pilot):
     plain = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     balanced = plan_round(dataclasses.replace(study, balanced=True), m, pilots, BUDGET, RoundBudget(1e9))
     for cond in (0, 1):
-        seeds_at = {p: set() for p in study.sizes}
-        for x in balanced.launches:
-            if x.condition == cond:
-                for p in x.sizes:
-                    seeds_at[p] |= set(x.seeds)
+        seeds_at = _seeds_at(balanced.launches, cond, study.sizes)
         assert len({frozenset(s) for s in seeds_at.values()}) == 1 and seeds_at[study.sizes[0]]
         most = max(
             sum(len(x.seeds) for x in plain.launches if x.condition == cond and p in x.sizes)
@@ -633,11 +639,7 @@ def test_a_balanced_round_fills_every_size_the_fit_uses(pilot):
     assert not study.balanced and all(study.sizes[0] not in x.sizes for x in plain.launches)
     balanced = plan_round(dataclasses.replace(study, balanced=True), m2, pilots, BUDGET, RoundBudget(1e9))
     for cond in (0, 1):
-        seeds_at = {p: set() for p in study.sizes}
-        for x in balanced.launches:
-            if x.condition == cond:
-                for p in x.sizes:
-                    seeds_at[p] |= set(x.seeds)
+        seeds_at = _seeds_at(balanced.launches, cond, study.sizes)
         assert seeds_at[study.sizes[0]] and len({frozenset(s) for s in seeds_at.values()}) == 1
 
 
@@ -672,11 +674,7 @@ def test_a_pilot_under_an_hours_budget_comes_in_whole_seeds(pilot):
     plan = plan_round(study, m, pilots, BUDGET, RoundBudget(1e12))
     assert any("pilot's 5 seeds" in n for n in plan.notes)
     for cond in (0, 1):
-        seeds_at = {p: set() for p in study.sizes}
-        for x in plan.launches:
-            if x.condition == cond:
-                for p in x.sizes:
-                    seeds_at[p] |= set(x.seeds)
+        seeds_at = _seeds_at(plan.launches, cond, study.sizes)
         assert all({2, 3, 4} <= s for s in seeds_at.values())
     # no time for even one seed (the runs' measured wall times are positive): nothing launched in part
     cut = plan_round(study, m, pilots, BUDGET, RoundBudget(1e12, seconds=1e-9))
