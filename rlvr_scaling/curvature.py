@@ -61,6 +61,7 @@ or off.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -484,6 +485,30 @@ class ThetaOldInstruments:
             out.append((r, coef[r] * w[:, None].float()))
         return out
 
+    @contextlib.contextmanager
+    def _measuring(self):
+        """The model in eval mode with every parameter requiring grad (an unsharded FSDP copy is
+        frozen) for one measurement; both restored after it."""
+        was_training = self.model.training
+        self.model.eval()
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
+        for p in frozen:
+            p.requires_grad_(True)
+        try:
+            yield
+        finally:
+            self.model.train(was_training)
+            for p in frozen:
+                p.requires_grad_(False)
+
+    def _cells(self, gen, advantages, design):
+        """The cells' rows and coefficients, their objectives and their gradients at theta_old (summed
+        over the ranks). One small pass per cell: per-cell backward passes through one batched forward
+        cost more (each walks the whole batch's graph), and the cells' own padding is trimmed tighter."""
+        parts = self._cell_parts(gen, advantages, design)
+        objectives = [self._objective(gen, r, c) for r, c in parts]
+        return parts, objectives, [self._reduce(o.grad()) for o in objectives]
+
     def _objective(self, gen, rows: torch.Tensor, coef: torch.Tensor) -> SurrogateObjective:
         return SurrogateObjective(self.model, gen, rows, coef, self.cfg.rollout.temperature, self.device)
 
@@ -513,17 +538,8 @@ class ThetaOldInstruments:
         design = design_cells(gen.prompt_index, self.prompts)
         if design is None:
             return {}
-        was_training = self.model.training
-        self.model.eval()
-        frozen = [p for p in self.model.parameters() if not p.requires_grad]  # an unsharded copy (FSDP)
-        for p in frozen:
-            p.requires_grad_(True)
-        try:
-            parts = self._cell_parts(gen, advantages, design)
-            # one small pass per cell: per-cell backward passes through one batched forward cost more
-            # (each walks the whole batch's graph), and the cells' own padding is trimmed tighter
-            objectives = [self._objective(gen, r, c) for r, c in parts]
-            cells = [self._reduce(o.grad()) for o in objectives]
+        with self._measuring():
+            parts, objectives, cells = self._cells(gen, advantages, design)
             out = {
                 f"noise/{k}": v
                 for k, v in noise_row(cell_estimates(gram(cells, cells), design), self.minibatch).items()
@@ -540,10 +556,6 @@ class ThetaOldInstruments:
                 union.anchor()
                 out.update(self._curvature(union, objectives, cells, design, out["noise/grad_norm_sq"]))
                 perf["curvature_s"] = time.perf_counter() - t
-        finally:
-            self.model.train(was_training)
-            for p in frozen:
-                p.requires_grad_(False)
         return out
 
     # ------------------------------------------------------------------ Adam's noise scale
@@ -566,15 +578,8 @@ class ThetaOldInstruments:
         design = design_cells(gen.prompt_index, int(gen.prompt_index.max()) + 1)
         if design is None:
             return {}
-        was_training = self.model.training
-        self.model.eval()
-        frozen = [p for p in self.model.parameters() if not p.requires_grad]
-        for p in frozen:
-            p.requires_grad_(True)
-        try:
-            parts = self._cell_parts(gen, advantages, design)
-            objectives = [self._objective(gen, r, c) for r, c in parts]
-            cells = [self._reduce(o.grad()) for o in objectives]
+        with self._measuring():
+            parts, objectives, cells = self._cells(gen, advantages, design)
             params = objectives[0].params
             P = adam_preconditioner(optimizer, params)
             t_sharp = time.perf_counter()
@@ -582,10 +587,6 @@ class ThetaOldInstruments:
                 self._adam_sharpness(gen, parts, P, cells, optimizer) if self.curvature_due(rollout) else {}
             )
             sharp_s = time.perf_counter() - t_sharp
-        finally:
-            self.model.train(was_training)
-            for p in frozen:
-                p.requires_grad_(False)
         out = {}
         plain = cell_estimates(gram(cells, cells), design)
         out.update({f"noise/all_{k}": v for k, v in noise_row(plain, self.minibatch).items()})
