@@ -1,6 +1,7 @@
 """What several seeds trained as one stacked model could buy a small rollout: one optimizer step's parts.
 
     python benchmarks/stacking.py [--seeds 1,8,16] [--rows 3] [--row-tokens 8] [--threads 1] [--reps 30]
+                                  [--compile]
 
 A B = 32 run of the embedded default takes K = 8 optimizer steps on minibatches of 4 responses, of
 which ~0.6 reach the loss (zero-advantage rows are skipped) at ~8 tokens a row: a forward and backward
@@ -15,6 +16,10 @@ computation. This prints, per seed and per optimizer step (milliseconds, median 
   batched matrix products, fused q/k/v and gate/up projections), one forward and backward for all S;
 - ``adamw``: the fused AdamW step over S stacked copies of the parameters (the part of a step that
   streams every weight, gradient and moment through memory: it does not shrink per seed when stacked).
+
+``--compile``: also one seed's step through ``torch.compile(model, dynamic=True)`` (the HF model,
+the same packed forward), with the seconds its first call spends compiling (inductor's on-disk cache
+makes a second process faster than the first).
 
 The model is the embedded architecture with random weights (the timings do not depend on them).
 """
@@ -133,6 +138,7 @@ def main() -> None:
     ap.add_argument("--completion", type=int, default=3, help="completion tokens of a row")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--compile", action="store_true", help="also time a compiled step (see above)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
@@ -149,6 +155,31 @@ def main() -> None:
     for s in [int(x) for x in args.seeds.split(",")]:
         row = per_seed(s, n, lr, lc, vocab, args.reps)
         print(f"{s:>4} " + " ".join(f"{x:8.2f}" for x in row))
+    if args.compile:
+        compiled(n, lr, lc, vocab, args.reps)
+
+
+def compiled(n: int, lr: int, lc: int, vocab: int, reps: int) -> None:
+    """One seed's step, eager and through ``torch.compile(dynamic=True)``, and the compilation's seconds."""
+    from rlvr_scaling.models import SPECIAL_TOKENS
+    from rlvr_scaling.policy import completion_logprobs_packed
+
+    torch.manual_seed(0)
+    model = llama(vocab)
+    ids = torch.randint(len(SPECIAL_TOKENS), vocab, (n, lr))
+    mask = torch.ones((n, lr), dtype=torch.long)
+
+    def step(m):
+        completion_logprobs_packed(m, ids, mask, lr - lc, 1.0).sum().backward()
+
+    eager = timed(lambda: step(model), reps)
+    fast = torch.compile(model, dynamic=True)
+    t = time.perf_counter()
+    step(fast)
+    first = time.perf_counter() - t
+    print(
+        f"compiled: eager {eager:.2f} ms, compiled {timed(lambda: step(fast), reps):.2f} ms, first call {first:.1f} s"
+    )
 
 
 def per_seed(s: int, n: int, lr: int, lc: int, vocab: int, reps: int) -> list[float]:
