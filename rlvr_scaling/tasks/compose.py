@@ -10,7 +10,10 @@ The transform set (:data:`TRANSFORMS`; ``task.transforms`` picks a subset):
 - ``R`` reverse; ``L`` rotate left by one (``abcde`` -> ``bcdea``); ``T`` rotate right by one;
 - ``S`` swap adjacent pairs (``abcde`` -> ``badce``; an odd last letter stays);
 - ``U`` / ``D`` shift every letter by +1 / -1 within ``task.alphabet`` (cyclic: the last letter
-  shifts to the first).
+  shifts to the first); ``M`` mirrors every letter in the alphabet (``a`` <-> ``h``, ``b`` <-> ``g``).
+
+``R L T S`` are position transforms (:data:`POSITION`: they permute the positions); ``U D M`` are
+letter-wise, so each commutes with every position transform.
 
 **Compositions and splits.** A composition is a sequence of transforms with neighbours different and
 no two neighbours undoing each other (``LT``, ``UD``: the identity; :func:`compositions`): 26 depth-2
@@ -20,7 +23,10 @@ trained in one order would give the other order's function away), each transform
 training pair in each position (:func:`split_pairs`). RL prompts (``train_example``) are depth-2
 problems over the *training* pairs only; ``validation()`` (``eval/accuracy``) are depth-2 problems
 over the *held-out* pairs only; ``extra_validation()["depth3"]`` (``eval/depth3_accuracy``) are
-depth-3 problems, never trained on. Strings are drawn afresh per item (length ``min_len`` ..
+depth-3 problems, never trained on. ``task.form`` restricts the compositions (:func:`compositions`):
+``any`` (the default) as above; ``mixed``: one position transform and one letter-wise one per pair, in
+either order (depth 3: letter-wise, position, letter-wise); ``letter_first``: letter-wise transforms
+first, the one position transform last. Strings are drawn afresh per item (length ``min_len`` ..
 ``max_len`` over ``alphabet``); the splits are disjoint by composition, and therefore by prompt text.
 The embedded model solves none of the compositions of two position transforms, before or after RL
 (docs/tasks.md): they cap the held-out accuracy and keep depth 3 near 0.
@@ -72,6 +78,11 @@ def _shift(s: str, alphabet: str, k: int) -> str:
     return "".join(alphabet[(alphabet.index(c) + k) % n] for c in s)
 
 
+def _mirror(s: str, alphabet: str) -> str:
+    n = len(alphabet)
+    return "".join(alphabet[n - 1 - alphabet.index(c)] for c in s)
+
+
 # code -> (description, function of (string, alphabet))
 TRANSFORMS: dict[str, tuple[str, Callable[[str, str], str]]] = {
     "R": ("reverse", lambda s, a: s[::-1]),
@@ -80,7 +91,11 @@ TRANSFORMS: dict[str, tuple[str, Callable[[str, str], str]]] = {
     "S": ("swap adjacent pairs", lambda s, a: _swap_pairs(s)),
     "U": ("shift letters by +1", lambda s, a: _shift(s, a, 1)),
     "D": ("shift letters by -1", lambda s, a: _shift(s, a, -1)),
+    "M": ("mirror letters in the alphabet", _mirror),
 }
+# Transforms that move letters (permutations of positions); the others map each letter on its own
+# (letter-wise), so a letter-wise transform commutes with every position transform.
+POSITION = frozenset("RLTS")
 
 
 def apply_transforms(codes: str, text: str, alphabet: str) -> str:
@@ -101,7 +116,7 @@ def exact_string_reward(completion: str, gold: str) -> float:
 
 
 def _default_transforms() -> list[str]:
-    return list(TRANSFORMS)
+    return list("RLTSUD")
 
 
 @dataclass  # not frozen: Hydra overrides write into it
@@ -114,6 +129,8 @@ class ComposeTaskParams:
     alphabet: str = "abcdefgh"  # letters of the strings (and the cycle of the shifts)
     min_len: int = 4
     max_len: int = 5
+    # which compositions exist (compositions(form=...)): any | mixed | letter_first
+    form: str = "any"
     heldout_pairs: int = 4  # pairs {a, b} of transforms kept out of training, in both orders
     warm_start_depth2: float = 0.1  # share of warm-start examples that are training-pair compositions
     seed: int = 0  # problem stream and the held-out draw
@@ -140,7 +157,8 @@ class ComposeTaskParams:
             f"{prefix}.min_len / {prefix}.max_len: need 2 <= min_len <= max_len <= 32 "
             f"(got {self.min_len}, {self.max_len})",
         )
-        n_pairs = len(compositions(self.transforms, 2)) // 2
+        check(self.form in FORMS, f"{prefix}.form must be one of {', '.join(FORMS)} (got {self.form!r})")
+        n_pairs = len({"".join(sorted(p)) for p in compositions(self.transforms, 2, form=self.form)})
         check(
             1 <= self.heldout_pairs < n_pairs,
             f"{prefix}.heldout_pairs must be in [1, {n_pairs - 1}] for {len(self.transforms)} transforms "
@@ -155,7 +173,7 @@ class ComposeTaskParams:
         check(self.val_size > 0, f"{prefix}.val_size must be > 0 (got {self.val_size})")
         check(self.depth3_size >= 0, f"{prefix}.depth3_size must be >= 0 (got {self.depth3_size})")
         try:
-            split_pairs(self.transforms, self.heldout_pairs, self.seed)
+            split_pairs(self.transforms, self.heldout_pairs, self.seed, self.form)
         except ValueError as err:
             check(False, f"{prefix}.heldout_pairs: {err}")
 
@@ -170,32 +188,54 @@ def is_identity(codes: str, alphabet: str, max_len: int) -> bool:
     return True
 
 
+FORMS = ("any", "mixed", "letter_first")
+
+
 def compositions(
-    transforms: Sequence[str], depth: int, alphabet: str = "abcdefgh", max_len: int = 8
+    transforms: Sequence[str], depth: int, alphabet: str = "abcdefgh", max_len: int = 8, form: str = "any"
 ) -> list[str]:
-    """The compositions of ``depth`` transforms, neighbours different and no two neighbours undoing
-    each other (``LT``, ``UD``: the identity), in sorted order."""
+    """The compositions of ``depth`` transforms of the given ``form``, in sorted order. Always:
+    neighbours different and no two neighbours undoing each other (``LT``, ``UD``: the identity).
+
+    - ``any``: nothing else;
+    - ``mixed``: at most one position transform (:data:`POSITION`), never two letter-wise ones in a
+      row (depth 2: one of each kind, in either order; depth 3: letter-wise, position, letter-wise);
+    - ``letter_first``: exactly one position transform, last (depth 2: letter-wise then position;
+      depth 3: two letter-wise then position)."""
+    if form not in FORMS:
+        raise ValueError(f"unknown composition form {form!r}; valid: {', '.join(FORMS)}")
     out = []
     for t in itertools.product(transforms, repeat=depth):
+        position = [c in POSITION for c in t]
+        if form == "mixed" and (
+            sum(position) > 1 or any(not a and not b for a, b in itertools.pairwise(position))
+        ):
+            continue
+        if form == "letter_first" and position != [False] * (depth - 1) + [True]:
+            continue
         if all(a != b and not is_identity(a + b, alphabet, max_len) for a, b in itertools.pairwise(t)):
             out.append("".join(t))
     return sorted(out)
 
 
-def split_pairs(transforms: Sequence[str], heldout: int, seed: int) -> tuple[list[str], list[str]]:
-    """``(training pairs, held-out pairs)``: ``heldout`` unordered pairs ``{a, b}`` of transforms are
-    drawn (seeded) for the held-out side *in both orders* (``ab`` and ``ba``; so a held-out composition
-    is never trained as its mirror either, which for commuting transforms such as ``RU`` / ``UR`` would
-    be the same function), such that every transform keeps at least one training pair as first and as
-    second transform. Both lists sorted."""
-    pairs = compositions(transforms, 2)
+def split_pairs(
+    transforms: Sequence[str], heldout: int, seed: int, form: str = "any"
+) -> tuple[list[str], list[str]]:
+    """``(training pairs, held-out pairs)`` of ``compositions(transforms, 2, form=form)``: ``heldout``
+    unordered pairs ``{a, b}`` of transforms are drawn (seeded) for the held-out side *in both orders*
+    where both occur (``ab`` and ``ba``; so a held-out composition is never trained as its mirror
+    either, which for commuting transforms such as ``RU`` / ``UR`` would be the same function), such
+    that every transform keeps a training pair in each place (first, second) it takes in some pair.
+    Both lists sorted."""
+    pairs = compositions(transforms, 2, form=form)
     unordered = sorted({"".join(sorted(p)) for p in pairs})
+    places = {(t, k) for p in pairs for k, t in enumerate(p)}
     rng = random.Random(f"compose-split:{seed}")
     for _ in range(10_000):
         held_sets = set(rng.sample(unordered, heldout))
         held = [p for p in pairs if "".join(sorted(p)) in held_sets]
         train = [p for p in pairs if p not in held]
-        if all(any(p[0] == t for p in train) and any(p[1] == t for p in train) for t in transforms):
+        if places == {(t, k) for p in train for k, t in enumerate(p)}:
             return sorted(train), sorted(held)
     raise ValueError(f"no draw of {heldout} of {len(unordered)} pairs keeps every transform trained")
 
@@ -208,8 +248,10 @@ class ComposeTask(Task):
         self.params = params = copy.deepcopy(params)  # params are mutable (Hydra); keep our own copy
         self.name = params.name
         self.transforms = list(params.transforms)
-        self.train_pairs, self.heldout_pairs = split_pairs(self.transforms, params.heldout_pairs, params.seed)
-        self.triples = compositions(self.transforms, 3)
+        self.train_pairs, self.heldout_pairs = split_pairs(
+            self.transforms, params.heldout_pairs, params.seed, params.form
+        )
+        self.triples = compositions(self.transforms, 3, form=params.form)
         self._train_item = functools.lru_cache(maxsize=65536)(self._make_train_item)
         self._val = [self._item("val", j, self.heldout_pairs, f"val:{j}") for j in range(params.val_size)]
         self._depth3 = [

@@ -11,6 +11,7 @@ from rlvr_scaling.config import validate
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.tasks import ComposeTask, ComposeTaskParams, build_task
 from rlvr_scaling.tasks.compose import (
+    POSITION,
     TRANSFORMS,
     apply_transforms,
     compositions,
@@ -34,6 +35,8 @@ def task():
         ("S", "abcd", "badc"),
         ("U", "abgh", "bcha"),  # h wraps to a in the alphabet a..h
         ("D", "abgh", "hafg"),
+        ("M", "abgh", "hgba"),  # a <-> h, b <-> g in the alphabet a..h
+        ("UM", "abgh", "gfah"),
         ("RU", "abcde", "fedcb"),
         ("LS", "abcde", "cbeda"),  # bcdea, then swap pairs
         ("SL", "abcde", "adceb"),  # badce, then rotate left
@@ -45,12 +48,39 @@ def test_transforms_do_what_they_say(codes, text, expected):
 
 
 def test_pairs_exclude_repeats_and_inverses():
-    pairs = compositions(list(TRANSFORMS), 2)
+    pairs = compositions(list("RLTSUD"), 2)
     assert "RR" not in pairs and {"LT", "TL", "UD", "DU"}.isdisjoint(pairs)
     assert len(pairs) == 6 * 5 - 4
-    triples = compositions(list(TRANSFORMS), 3)
+    triples = compositions(list("RLTSUD"), 3)
     assert all(t[:2] in pairs and t[1:] in pairs for t in triples)
     assert len(triples) == len(set(triples)) > 100
+    assert compositions(list(TRANSFORMS), 2) == compositions(list(TRANSFORMS), 2, form="any")
+    assert len(compositions(list(TRANSFORMS), 2)) == 7 * 6 - 4
+
+
+def test_forms_with_one_position_transform():
+    """mixed: one position and one letter-wise transform per pair, in both orders, depth 3 letter-wise,
+    position, letter-wise; letter_first: letter-wise transforms first, the one position transform last."""
+    t, letter = list(TRANSFORMS), [c for c in TRANSFORMS if c not in POSITION]
+    assert POSITION == set("RLTS") and letter == ["U", "D", "M"]
+    mixed = compositions(t, 2, form="mixed")
+    assert len(mixed) == 4 * 3 * 2 and all(sum(c in POSITION for c in p) == 1 for p in mixed)
+    triples = compositions(t, 3, form="mixed")
+    assert len(triples) == 3 * 4 * 3 and all(p[1] in POSITION for p in triples)
+    assert all(p[0] not in POSITION and p[2] not in POSITION for p in triples)
+    first = compositions(t, 2, form="letter_first")
+    assert len(first) == 12 and all(p[0] in letter and p[1] in POSITION for p in first)
+    triples = compositions(t, 3, form="letter_first")
+    assert len(triples) == 4 * 4 and all(p[2] in POSITION and p[:2] not in ("UD", "DU") for p in triples)
+    for form, pairs in (("mixed", mixed), ("letter_first", first)):
+        train, held = split_pairs(t, 4, 0, form)
+        assert sorted(train + held) == pairs and all(p[::-1] in held for p in held if p[::-1] in pairs)
+        assert {(c, k) for p in train for k, c in enumerate(p)} == {
+            (c, k) for p in pairs for k, c in enumerate(p)
+        }
+    assert split_pairs(list("RLTSUD"), 4, 0) == split_pairs(list("RLTSUD"), 4, 0, "any")
+    with pytest.raises(ConfigError, match="heldout_pairs"):  # 3 of 8 pairs left cannot cover 4 positions
+        ComposeTaskParams(form="letter_first", heldout_pairs=5).validate()
 
 
 def test_items_are_a_pure_function_of_the_seed(task):
@@ -95,7 +125,7 @@ def test_held_out_pairs_reach_neither_rl_prompts_nor_the_warm_start(task):
 
 
 def test_split_is_seeded_and_keeps_every_transform_trained():
-    t = list(TRANSFORMS)
+    t = list("RLTSUD")
     assert split_pairs(t, 4, 0) == split_pairs(t, 4, 0)
     for seed in range(20):
         train, held = split_pairs(t, 6, seed)
@@ -152,6 +182,7 @@ def test_preset_brings_its_model_and_eval_presets():
         ("task.alphabet=ABC", "task.alphabet"),
         ("task.min_len=6", "task.min_len"),
         ("task.heldout_pairs=13", "task.heldout_pairs"),
+        ("task.form=zigzag", "task.form"),
         ("task.heldout_pairs=0", "task.heldout_pairs"),
         ("task.warm_start_depth2=1.5", "task.warm_start_depth2"),
         ("task.val_size=0", "task.val_size"),
