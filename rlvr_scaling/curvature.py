@@ -676,21 +676,12 @@ class ThetaOldInstruments:
         t = time.perf_counter()
         objectives, g0, theta0 = self._pending
         self._pending = None
-        was_training = self.model.training
-        self.model.eval()
-        frozen = [p for p in self.model.parameters() if not p.requires_grad]
-        for p in frozen:
-            p.requires_grad_(True)
-        try:
+        with self._measuring():
             total = None
             for o in objectives:
                 g = o.grad()
                 total = g if total is None else [a + b for a, b in zip(total, g)]
             g1 = self._reduce(total)
-        finally:
-            self.model.train(was_training)
-            for p in frozen:
-                p.requires_grad_(False)
         u = [p.detach().float() - s.float() for p, s in zip(objectives[0].params, theta0)]
         uu = _dot(u, u)
         perf["curvature_s"] = perf.get("curvature_s", 0.0) + time.perf_counter() - t
