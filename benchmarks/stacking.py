@@ -21,7 +21,8 @@ computation. This prints, per seed and per optimizer step (milliseconds, median 
 the same packed forward), with the seconds its first call spends compiling (inductor's on-disk cache
 makes a second process faster than the first).
 
-The model is the embedded architecture with random weights (the timings do not depend on them).
+The model is the embedded one as runs build it (tied input and output embeddings), at its
+initialisation (the timings do not depend on the weights).
 """
 
 from __future__ import annotations
@@ -48,20 +49,12 @@ def timed(fn, reps: int) -> float:
 
 
 def llama(vocab: int):
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """The embedded model as runs build it (``build_embedded_model``: tied input and output embeddings)."""
+    from rlvr_scaling.models import EmbeddedModelConfig, build_embedded_model, build_tokenizer
 
-    from rlvr_scaling.models import EmbeddedModelConfig
-
-    e = EmbeddedModelConfig()
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=e.hidden_size,
-        num_hidden_layers=e.num_layers,
-        num_attention_heads=e.num_heads,
-        intermediate_size=e.intermediate_size,
-        max_position_embeddings=e.max_position_embeddings,
-    )
-    return LlamaForCausalLM(cfg)
+    tok = build_tokenizer()
+    assert len(tok) == vocab, (len(tok), vocab)
+    return build_embedded_model(EmbeddedModelConfig(), tok)
 
 
 def stacked_weights(models) -> dict:
@@ -98,7 +91,6 @@ def stacked_weights(models) -> dict:
         "emb": st(lambda m: m.model.embed_tokens.weight),
         "layers": layers,
         "nf": st(lambda m: m.model.norm.weight),
-        "head": st(lambda m: m.lm_head.weight.t()),
     }
 
 
@@ -127,7 +119,7 @@ def bmm_forward(w: dict, ids: torch.Tensor, pos: torch.Tensor, mask: torch.Tenso
         x = x + torch.bmm(a.transpose(1, 2).reshape(s, t, -1), lw["o"])
         g, u = torch.bmm(rms(x, lw["n2"]), lw["gu"]).chunk(2, -1)
         x = x + torch.bmm(F.silu(g) * u, lw["d"])
-    return torch.bmm(rms(x, w["nf"]), w["head"])
+    return torch.bmm(rms(x, w["nf"]), w["emb"].transpose(1, 2))  # tied: the head is the embedding
 
 
 def main() -> None:
@@ -209,6 +201,7 @@ def per_seed(s: int, n: int, lr: int, lc: int, vocab: int, reps: int) -> list[fl
     mask4 = block[None, None].expand(s, 1, 1, t, t).contiguous()
 
     def one(p, b, x, ps, mk):
+        p = {**p, "lm_head.weight": p["model.embed_tokens.weight"]}  # the tied head, passed explicitly
         kw = dict(input_ids=x, position_ids=ps, attention_mask=mk, use_cache=False)
         return functional_call(base, (p, b), (), kw).logits
 

@@ -56,6 +56,7 @@ from typing import Any
 from .base import Example, Task, check, register_task
 
 MAX_ANSWER_CHARS = 256  # longer stripped completions score 0 without comparing
+STEP_SEPARATOR = ">"  # between the intermediate strings of a scratchpad completion (task.scratchpad)
 
 
 def _rotate_left(s: str) -> str:
@@ -115,6 +116,29 @@ def exact_string_reward(completion: str, gold: str) -> float:
         return 0.0
 
 
+def final_segment_reward(completion: str, gold: str) -> float:
+    """:func:`exact_string_reward` on the last ``>``-separated segment of the completion, without the
+    transform code a tagged step starts with (the answer of a scratchpad completion ``edcba>fedcb`` or
+    ``Redcba>Ufedcb``; a completion without separator is its own last segment). Never raises."""
+    if not isinstance(completion, str) or len(completion) > MAX_ANSWER_CHARS:
+        return 0.0
+    last = completion.strip().rsplit(STEP_SEPARATOR, 1)[-1]
+    return exact_string_reward(last.lstrip(string.ascii_uppercase), gold)
+
+
+SCRATCHPADS = ("none", "steps", "tagged")
+
+
+def scratchpad_completion(codes: str, text: str, alphabet: str, tagged: bool = False) -> str:
+    """Every intermediate string of ``codes`` applied to ``text``, ``>``-separated, each after its
+    transform's code when ``tagged``: ``RU`` on ``abcde`` -> ``edcba>fedcb`` (``Redcba>Ufedcb``)."""
+    steps = []
+    for code in codes:
+        text = TRANSFORMS[code][1](text, alphabet)
+        steps.append(code + text if tagged else text)
+    return STEP_SEPARATOR.join(steps)
+
+
 def _default_transforms() -> list[str]:
     return list("RLTSUD")
 
@@ -133,6 +157,10 @@ class ComposeTaskParams:
     form: str = "any"
     heldout_pairs: int = 4  # pairs {a, b} of transforms kept out of training, in both orders
     warm_start_depth2: float = 0.1  # share of warm-start examples that are training-pair compositions
+    # none: the completion is the answer; steps: every intermediate string ("RU:abcde=" ->
+    # "edcba>fedcb"); tagged: each after its code ("Redcba>Ufedcb"). The reward reads the last segment.
+    # steps / tagged need rollout.max_new_tokens >= (max_len + 1 or 2) x depth.
+    scratchpad: str = "none"
     seed: int = 0  # problem stream and the held-out draw
     train_size: int = 50_000  # RL pool; train_example(i) wraps around at this size
     val_size: int = 256  # held-out depth-2 problems (eval/accuracy)
@@ -156,6 +184,10 @@ class ComposeTaskParams:
             2 <= self.min_len <= self.max_len <= 32,
             f"{prefix}.min_len / {prefix}.max_len: need 2 <= min_len <= max_len <= 32 "
             f"(got {self.min_len}, {self.max_len})",
+        )
+        check(
+            self.scratchpad in SCRATCHPADS,
+            f"{prefix}.scratchpad must be one of {', '.join(SCRATCHPADS)} (got {self.scratchpad!r})",
         )
         check(self.form in FORMS, f"{prefix}.form must be one of {', '.join(FORMS)} (got {self.form!r})")
         n_pairs = len({"".join(sorted(p)) for p in compositions(self.transforms, 2, form=self.form)})
@@ -299,12 +331,16 @@ class ComposeTask(Task):
         return self._item("warm1", index, self.transforms, f"warm:{index}")
 
     def sft_completion(self, example: Example) -> str:
-        return example.answer
+        if self.params.scratchpad == "none":
+            return example.answer
+        codes, text = example.prompt.rstrip("=").split(":", 1)
+        return scratchpad_completion(codes, text, self.params.alphabet, self.params.scratchpad == "tagged")
 
     def score(self, completions: Sequence[str], examples: Sequence[Example]) -> list[float | None]:
         if len(completions) != len(examples):
             raise ValueError(f"score: {len(completions)} completions for {len(examples)} examples")
-        return [exact_string_reward(c, e.answer) for c, e in zip(completions, examples)]
+        reward = exact_string_reward if self.params.scratchpad == "none" else final_segment_reward
+        return [reward(c, e.answer) for c, e in zip(completions, examples)]
 
     def info(self) -> dict[str, Any]:
         p = self.params
@@ -317,4 +353,5 @@ class ComposeTask(Task):
             "num_train": p.train_size,
             "num_val": len(self._val),
             "num_depth3": len(self._depth3),
+            "scratchpad": p.scratchpad,
         }

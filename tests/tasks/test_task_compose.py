@@ -16,6 +16,8 @@ from rlvr_scaling.tasks.compose import (
     apply_transforms,
     compositions,
     exact_string_reward,
+    final_segment_reward,
+    scratchpad_completion,
     split_pairs,
 )
 
@@ -161,6 +163,46 @@ def test_score_uses_the_exact_reward(task):
         task.score(["a"], val)
 
 
+@pytest.mark.parametrize(
+    "completion,reward",
+    [
+        ("edcba>fedcb", 1.0),
+        ("Redcba>Ufedcb", 1.0),
+        ("fedcb", 1.0),  # the answer alone is the last segment
+        ("Ufedcb", 1.0),
+        (" Redcba>Ufedcb\n", 1.0),
+        ("xxxxx>fedcb", 1.0),  # the verifier reads the last segment only
+        ("Redcba>Ufedcb>", 0.0),
+        ("Redcba>Ufedc", 0.0),
+        ("Redcba>Uf edcb", 0.0),
+        ("Redcba>ufedcb", 0.0),
+        ("fedcb>edcba", 0.0),
+        (None, 0.0),
+        ("a>" * 200 + "fedcb", 0.0),
+    ],
+)
+def test_scratchpad_reward_reads_the_last_segment(completion, reward):
+    assert final_segment_reward(completion, "fedcb") == reward
+
+
+@pytest.mark.parametrize("mode", ["steps", "tagged"])
+def test_scratchpad_completions_write_every_step_and_score_one(mode):
+    t = build_task(compose(["task=compose", f"task.scratchpad={mode}"]).task)
+    tag = mode == "tagged"
+    assert scratchpad_completion("RU", "abcde", "abcdefgh", tag) == ("Redcba>Ufedcb" if tag else "edcba>fedcb")
+    for e in [*t.validation()[:20], *t.extra_validation()["depth3"][:20], t.warm_start_example(3)]:
+        gold = t.sft_completion(e)
+        codes = ComposeTask.codes_of(e)
+        steps = gold.split(">")
+        assert len(steps) == len(codes)
+        assert [s[0] for s in steps] == list(codes) if tag else all(s.islower() for s in steps)
+        assert steps[-1].lstrip("RLTSUDM") == e.answer
+        assert t.score([gold, e.answer, ">".join(steps[:-1])], [e, e, e])[:2] == [1.0, 1.0]
+    plain = build_task(compose(["task=compose"]).task)
+    e = plain.validation()[0]
+    assert plain.sft_completion(e) == e.answer and plain.score(["x>" + e.answer], [e]) == [0.0]
+
+
 def test_preset_brings_its_model_and_eval_presets():
     typed = compose(["task=compose"])
     validate(typed)
@@ -186,6 +228,7 @@ def test_preset_brings_its_model_and_eval_presets():
         ("task.heldout_pairs=0", "task.heldout_pairs"),
         ("task.warm_start_depth2=1.5", "task.warm_start_depth2"),
         ("task.val_size=0", "task.val_size"),
+        ("task.scratchpad=yes", "task.scratchpad"),
     ],
 )
 def test_bad_values_name_the_key(override, key):
