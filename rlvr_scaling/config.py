@@ -302,6 +302,29 @@ def check_logprob_config(cfg, engine: str) -> None:
         )
 
 
+def check_completion_room(cfg: Config) -> None:
+    """A task that says how long its gold completions are (``task.completion_chars(depth)``: characters,
+    one token each with the embedded model's tokenizer) gets rollouts and evaluations long enough for
+    them: depth 2 for training and ``eval/accuracy``, depth 3 where a depth-3 set is evaluated."""
+    chars = getattr(cfg.task, "completion_chars", None)
+    if chars is None or cfg.model.path != "embedded":
+        return
+    train_need = chars(2)
+    if cfg.rollout.max_new_tokens < train_need:
+        raise ConfigError(
+            f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} cannot hold task={cfg.task.name}'s "
+            f"completions (up to {train_need} tokens at depth 2): set rollout.max_new_tokens >= {train_need}"
+        )
+    eval_need = chars(3) if getattr(cfg.task, "depth3_size", 0) else train_need
+    key = "eval.max_new_tokens" if cfg.eval.max_new_tokens else "rollout.max_new_tokens"
+    have = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
+    if have < eval_need:
+        raise ConfigError(
+            f"{key}={have} cannot hold task={cfg.task.name}'s evaluation completions (up to {eval_need} "
+            f"tokens at depth 3): set {key} >= {eval_need}"
+        )
+
+
 def validate(cfg: Config) -> None:
     """Every rule composition cannot check, before any model is loaded. Raises ConfigError."""
     from .engines import ENGINE_NAMES
@@ -333,6 +356,7 @@ def validate(cfg: Config) -> None:
         raise
     except (ValueError, KeyError) as err:
         raise ConfigError(str(err).strip("'\"")) from None
+    check_completion_room(cfg)
     for axis, registry, key in (
         ("baseline", baselines.BASELINES, "name"),
         ("lr", lr_rules.LR_RULES, "rule"),

@@ -4,6 +4,7 @@ A problem names transforms by one upper-case letter each and a lower-case string
 apply left to right and the answer is the final string::
 
     RU:abcde=    ->  edcba (R: reverse)  ->  fedcb (U: shift every letter by +1)  ->  answer "fedcb"
+    completion (task.scratchpad=tagged):  Redcba>Ufedcb
 
 The transform set (:data:`TRANSFORMS`; ``task.transforms`` picks a subset):
 
@@ -28,18 +29,22 @@ depth-3 problems, never trained on. ``task.form`` restricts the compositions (:f
 either order (depth 3: letter-wise, position, letter-wise); ``letter_first``: letter-wise transforms
 first, the one position transform last. Strings are drawn afresh per item (length ``min_len`` ..
 ``max_len`` over ``alphabet``); the splits are disjoint by composition, and therefore by prompt text.
-The embedded model solves none of the compositions of two position transforms, before or after RL
-(docs/tasks.md): they cap the held-out accuracy and keep depth 3 near 0.
+**Completions** (``task.scratchpad``, :func:`scratchpad_completion`): by default (``tagged``) the
+completion shows its work, each step the code of its transform and the string that results,
+``>``-separated (``RU:abcde=`` -> ``Redcba>Ufedcb``); the reward reads the last segment
+(:func:`final_segment_reward`). ``none`` is the answer alone; ``steps`` and ``rewrite`` are other
+written-out forms (docs/tasks.md, *What was tried*). :meth:`ComposeTaskParams.completion_chars` is
+the longest gold completion, which ``validate()`` checks ``max_new_tokens`` against.
 
 **Warm start** (``warm_start_example``): the supervised warm start sees the *atomic* transforms
-(``R:abcde=`` -> ``edcba``) and, in a share ``warm_start_depth2`` of its examples, depth-2 problems
-over the training pairs (so the model has met the two-letter prompt form), never a held-out pair and
-never depth 3. RL must then learn to compose: the held-out pairs are solved only by a model that
-applies two skills it knows in sequence, which the warm start does not teach for those pairs.
+(``R:abcde=`` -> ``Redcba``) and, in a share ``warm_start_depth2`` of its examples (1 %), depth-2
+problems over the training pairs written out step by step, never a held-out pair and never depth 3.
+RL must then learn to compose: the held-out pairs are solved only by a model that applies two skills
+it knows in sequence, which the warm start shows rarely and never for those pairs.
 
 Every item is a pure function of ``(seed, split, index)`` (a seeded ``random.Random`` per item): no
-download, no state, the same problems on every machine. Reward: the stripped completion must equal
-the answer exactly (:func:`exact_string_reward`).
+download, no state, the same problems on every machine. Reward: the last segment of the stripped
+completion (the whole of it with ``scratchpad: none``) must equal the answer exactly.
 """
 
 from __future__ import annotations
@@ -116,26 +121,43 @@ def exact_string_reward(completion: str, gold: str) -> float:
         return 0.0
 
 
-def final_segment_reward(completion: str, gold: str) -> float:
-    """:func:`exact_string_reward` on the last ``>``-separated segment of the completion, without the
-    transform code a tagged step starts with (the answer of a scratchpad completion ``edcba>fedcb`` or
-    ``Redcba>Ufedcb``; a completion without separator is its own last segment). Never raises."""
+def final_segment_reward(completion: str, gold: str, separator: str = STEP_SEPARATOR) -> float:
+    """:func:`exact_string_reward` on the last ``separator``-separated segment of the completion,
+    without the transform code a tagged step starts with (the answer of a scratchpad completion:
+    ``edcba>fedcb``, ``Redcba>Ufedcb``, or with ``=``, ``U:edcba=fedcb``; a completion without separator
+    is its own last segment). Never raises."""
     if not isinstance(completion, str) or len(completion) > MAX_ANSWER_CHARS:
         return 0.0
-    last = completion.strip().rsplit(STEP_SEPARATOR, 1)[-1]
+    last = completion.strip().rsplit(separator, 1)[-1]
     return exact_string_reward(last.lstrip(string.ascii_uppercase), gold)
 
 
-SCRATCHPADS = ("none", "steps", "tagged")
+# none: the answer alone; steps / tagged: every intermediate string, ">"-separated, tagged with its
+# transform's code; rewrite: the problem rewritten one transform at a time (scratchpad_completion)
+SCRATCHPADS = ("none", "steps", "tagged", "rewrite")
 
 
-def scratchpad_completion(codes: str, text: str, alphabet: str, tagged: bool = False) -> str:
-    """Every intermediate string of ``codes`` applied to ``text``, ``>``-separated, each after its
-    transform's code when ``tagged``: ``RU`` on ``abcde`` -> ``edcba>fedcb`` (``Redcba>Ufedcb``)."""
+def scratchpad_completion(codes: str, text: str, alphabet: str, mode: str = "steps") -> str:
+    """The completion that shows its work (``mode`` from :data:`SCRATCHPADS`; ``RU`` on ``abcde``):
+
+    - ``steps``: every intermediate string, ``>``-separated: ``edcba>fedcb``;
+    - ``tagged``: each after its transform's code: ``Redcba>Ufedcb``;
+    - ``rewrite``: the problem left after each transform, written as a problem, then the answer:
+      ``U:edcba=fedcb`` (``RSU:dehbe=`` -> ``SU:ebhed=U:beehd=cffae``): one rewrite rule, the same at
+      every depth, whose last step is an atomic problem;
+    - ``none``: the answer alone."""
+    if mode == "none":
+        return apply_transforms(codes, text, alphabet)
+    if mode == "rewrite":
+        out = []
+        for k, code in enumerate(codes):
+            text = TRANSFORMS[code][1](text, alphabet)
+            out.append(f"{codes[k + 1 :]}:{text}=" if k + 1 < len(codes) else text)
+        return "".join(out)
     steps = []
     for code in codes:
         text = TRANSFORMS[code][1](text, alphabet)
-        steps.append(code + text if tagged else text)
+        steps.append(code + text if mode == "tagged" else text)
     return STEP_SEPARATOR.join(steps)
 
 
@@ -156,15 +178,25 @@ class ComposeTaskParams:
     # which compositions exist (compositions(form=...)): any | mixed | letter_first
     form: str = "any"
     heldout_pairs: int = 4  # pairs {a, b} of transforms kept out of training, in both orders
-    warm_start_depth2: float = 0.1  # share of warm-start examples that are training-pair compositions
+    warm_start_depth2: float = 0.01  # share of warm-start examples that are training-pair compositions
     # none: the completion is the answer; steps: every intermediate string ("RU:abcde=" ->
-    # "edcba>fedcb"); tagged: each after its code ("Redcba>Ufedcb"). The reward reads the last segment.
-    # steps / tagged need rollout.max_new_tokens >= (max_len + 1 or 2) x depth.
-    scratchpad: str = "none"
+    # "edcba>fedcb"); tagged: each after its code ("Redcba>Ufedcb"); rewrite: the problem rewritten
+    # ("U:edcba=fedcb"). The reward reads the last segment (scratchpad_completion).
+    scratchpad: str = "tagged"
     seed: int = 0  # problem stream and the held-out draw
     train_size: int = 50_000  # RL pool; train_example(i) wraps around at this size
     val_size: int = 256  # held-out depth-2 problems (eval/accuracy)
     depth3_size: int = 128  # depth-3 problems (eval/depth3_accuracy); 0 = none
+
+    def completion_chars(self, depth: int) -> int:
+        """The longest gold completion of a depth-``depth`` problem, in characters (= tokens of the
+        embedded model's character tokenizer): what ``max_new_tokens`` must allow."""
+        mode = self.scratchpad
+        if mode == "none":
+            return self.max_len
+        if mode == "rewrite":
+            return sum(depth - k - 1 + self.max_len + 2 for k in range(depth - 1)) + self.max_len
+        return depth * (self.max_len + (mode == "tagged")) + depth - 1
 
     def validate(self, prefix: str = "task") -> None:
         known = ", ".join(TRANSFORMS)
@@ -334,13 +366,16 @@ class ComposeTask(Task):
         if self.params.scratchpad == "none":
             return example.answer
         codes, text = example.prompt.rstrip("=").split(":", 1)
-        return scratchpad_completion(codes, text, self.params.alphabet, self.params.scratchpad == "tagged")
+        return scratchpad_completion(codes, text, self.params.alphabet, self.params.scratchpad)
 
     def score(self, completions: Sequence[str], examples: Sequence[Example]) -> list[float | None]:
         if len(completions) != len(examples):
             raise ValueError(f"score: {len(completions)} completions for {len(examples)} examples")
-        reward = exact_string_reward if self.params.scratchpad == "none" else final_segment_reward
-        return [reward(c, e.answer) for c, e in zip(completions, examples)]
+        mode = self.params.scratchpad
+        if mode == "none":
+            return [exact_string_reward(c, e.answer) for c, e in zip(completions, examples)]
+        sep = "=" if mode == "rewrite" else STEP_SEPARATOR
+        return [final_segment_reward(c, e.answer, sep) for c, e in zip(completions, examples)]
 
     def info(self) -> dict[str, Any]:
         p = self.params

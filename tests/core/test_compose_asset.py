@@ -118,7 +118,7 @@ def test_starting_accuracy_is_the_recorded_one_natively_and_with_avx2(cfg, task,
     assert child["capability"] == "AVX2"
     assert abs(native - meta["greedy_accuracy"]) <= 0.01
     assert abs(child["accuracy"] - meta["greedy_accuracy"]) <= 0.01
-    assert native <= 0.3  # greedy; the sampled eval/accuracy starts lower (docs/tasks.md)
+    assert native <= 0.25  # greedy 0.184; the sampled eval/accuracy starts at 0.150 (docs/tasks.md)
     atomic = [task.warm_start_example(i) for i in range(400)]
     atomic = [e for e in atomic if len(task.codes_of(e)) == 1][:128]
     assert greedy_accuracy(SHIPPED_COMPOSE_DIR, task, max_new, "plain", examples=atomic) >= 0.9

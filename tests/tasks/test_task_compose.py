@@ -103,7 +103,7 @@ def test_answers_are_the_transformed_strings(task):
         codes, rest = ex.prompt.split(":")
         assert rest.endswith("=") and 4 <= len(rest) - 1 <= 5
         assert ex.answer == apply_transforms(codes, rest[:-1], task.params.alphabet)
-        assert task.sft_completion(ex) == ex.answer
+        assert task.sft_completion(ex).endswith(ex.answer)
 
 
 def test_held_out_pairs_reach_neither_rl_prompts_nor_the_warm_start(task):
@@ -185,22 +185,59 @@ def test_scratchpad_reward_reads_the_last_segment(completion, reward):
     assert final_segment_reward(completion, "fedcb") == reward
 
 
-@pytest.mark.parametrize("mode", ["steps", "tagged"])
-def test_scratchpad_completions_write_every_step_and_score_one(mode):
-    t = build_task(compose(["task=compose", f"task.scratchpad={mode}"]).task)
-    tag = mode == "tagged"
-    assert scratchpad_completion("RU", "abcde", "abcdefgh", tag) == ("Redcba>Ufedcb" if tag else "edcba>fedcb")
-    for e in [*t.validation()[:20], *t.extra_validation()["depth3"][:20], t.warm_start_example(3)]:
+@pytest.mark.parametrize(
+    "mode,ru,rsu",
+    [
+        ("none", "fedcb", "cffae"),
+        ("steps", "edcba>fedcb", "ebhed>beehd>cffae"),
+        ("tagged", "Redcba>Ufedcb", "Rebhed>Sbeehd>Ucffae"),
+        ("rewrite", "U:edcba=fedcb", "SU:ebhed=U:beehd=cffae"),
+    ],
+)
+def test_scratchpad_completions_show_every_step_and_score_one(mode, ru, rsu):
+    assert scratchpad_completion("RU", "abcde", "abcdefgh", mode) == ru
+    assert scratchpad_completion("RSU", "dehbe", "abcdefgh", mode) == rsu
+    typed = compose(["task=compose", f"task.scratchpad={mode}", "rollout.max_new_tokens=22"])
+    validate(typed)
+    t = build_task(typed.task)
+    longest = {2: 0, 3: 0}
+    for e in [*t.validation()[:40], *t.extra_validation()["depth3"][:40], t.warm_start_example(3)]:
         gold = t.sft_completion(e)
         codes = ComposeTask.codes_of(e)
-        steps = gold.split(">")
-        assert len(steps) == len(codes)
-        assert [s[0] for s in steps] == list(codes) if tag else all(s.islower() for s in steps)
-        assert steps[-1].lstrip("RLTSUDM") == e.answer
-        assert t.score([gold, e.answer, ">".join(steps[:-1])], [e, e, e])[:2] == [1.0, 1.0]
-    plain = build_task(compose(["task=compose"]).task)
+        assert t.score([gold, e.answer], [e, e]) == [1.0, 1.0]  # the answer alone also counts
+        assert gold.endswith(e.answer) and (mode != "none" or gold == e.answer)
+        if mode in ("steps", "tagged"):
+            steps = gold.split(">")
+            assert len(steps) == len(codes)
+            assert (
+                [s[0] for s in steps] == list(codes) if mode == "tagged" else all(s.islower() for s in steps)
+            )
+            assert t.score([">".join(steps[:-1]) + ">x"], [e]) == [0.0]
+        if len(codes) in longest:
+            longest[len(codes)] = max(longest[len(codes)], len(gold))
+    # the longest completions seen reach what the task declares (and never exceed it)
+    assert longest == {2: typed.task.completion_chars(2), 3: typed.task.completion_chars(3)}
+
+
+def test_plain_mode_scores_the_whole_completion():
+    plain = build_task(compose(["task=compose", "task.scratchpad=none"]).task)
     e = plain.validation()[0]
     assert plain.sft_completion(e) == e.answer and plain.score(["x>" + e.answer], [e]) == [0.0]
+
+
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["rollout.max_new_tokens=12"], "rollout.max_new_tokens"),
+        (["rollout=default"], "rollout.max_new_tokens"),
+        (["rollout.max_new_tokens=19"], "rollout.max_new_tokens"),  # depth 3 needs 20 at evaluation
+        (["eval.max_new_tokens=19"], "eval.max_new_tokens"),
+    ],
+)
+def test_too_few_new_tokens_name_the_key(overrides, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate(compose(["task=compose", *overrides]))
+    validate(compose(["task=compose", "task.depth3_size=0", "rollout.max_new_tokens=13"]))
 
 
 def test_preset_brings_its_model_and_eval_presets():
@@ -252,7 +289,7 @@ def test_a_run_logs_the_depth3_set_beside_the_held_out_pairs(tmp_path):
 
     cfg = tiny_config(tmp_path / "cache")
     cfg.task = ComposeTaskParams(train_size=500, val_size=16, depth3_size=8)
-    cfg.rollout.max_new_tokens = 6
+    cfg.rollout.max_new_tokens = 20  # the tagged scratchpad at depth 3 (completion_chars)
     assert train(cfg, tmp_path / "run", log=lambda *_: None) in ("completed", "failed")
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in rows if "eval/accuracy" in r]
