@@ -315,13 +315,14 @@ def check_completion_room(cfg: Config) -> None:
             f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} cannot hold task={cfg.task.name}'s "
             f"completions (up to {train_need} tokens at depth 2): set rollout.max_new_tokens >= {train_need}"
         )
-    eval_need = chars(3) if getattr(cfg.task, "depth3_size", 0) else train_need
+    eval_depth = 3 if getattr(cfg.task, "depth3_size", 0) else 2
+    eval_need = chars(eval_depth)
     key = "eval.max_new_tokens" if cfg.eval.max_new_tokens else "rollout.max_new_tokens"
     have = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     if have < eval_need:
         raise ConfigError(
             f"{key}={have} cannot hold task={cfg.task.name}'s evaluation completions (up to {eval_need} "
-            f"tokens at depth 3): set {key} >= {eval_need}"
+            f"tokens at depth {eval_depth}): set {key} >= {eval_need}"
         )
 
 

@@ -363,8 +363,6 @@ class ComposeTask(Task):
         return self._item("warm1", index, self.transforms, f"warm:{index}")
 
     def sft_completion(self, example: Example) -> str:
-        if self.params.scratchpad == "none":
-            return example.answer
         codes, text = example.prompt.rstrip("=").split(":", 1)
         return scratchpad_completion(codes, text, self.params.alphabet, self.params.scratchpad)
 
