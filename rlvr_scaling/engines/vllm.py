@@ -47,6 +47,7 @@ from ..errors import ConfigError
 from ..models import DTYPES, encode_prompt
 from .base import Engine, Generation, SampleKeys, SamplingParams
 from .vllm_config import VLLMConfig
+from .vllm_worker import enable_amx
 
 GIB = 1 << 30
 _CPU_DEFAULT_KV_GB = 1.0
@@ -118,6 +119,7 @@ class VLLMEngine(Engine):
         self.on_cpu = _vllm_platform_is_cpu()
         if self.on_cpu:
             _check_cpu_head_dim(model_dir, trust_remote_code)
+            enable_amx()  # before vLLM's AMX attention kernel runs in this process (SIGILL otherwise)
         kwargs = dict(
             model=model_dir,
             tokenizer=model_dir,

@@ -12,6 +12,23 @@ from __future__ import annotations
 import torch
 
 
+def enable_amx() -> bool:
+    """Ask Linux for this process's permission to use AMX tiles, where the CPU has them.
+
+    vLLM's CPU attention picks its AMX kernel for bfloat16 on a CPU that reports AMX, but never asks
+    for the permission (``arch_prctl(ARCH_REQ_XCOMP_PERM)``, which oneDNN requests only when it uses
+    AMX itself): without it the first tile instruction kills the process with SIGILL. Asking twice is
+    harmless; a CPU without AMX returns False.
+    """
+    init = getattr(torch.cpu, "_init_amx", None)
+    return bool(init is not None and torch.cpu._is_amx_tile_supported() and init())
+
+
+# vLLM imports this module in its worker process to mix in the extension below: the worker's
+# attention kernels run there, so the permission is asked for there too.
+enable_amx()
+
+
 def serialize_state_dict(state: dict[str, torch.Tensor], dtype: torch.dtype) -> bytes:
     from safetensors.torch import save
 

@@ -247,3 +247,29 @@ def test_multiprocess_engine_receives_serialized_weights(tiny_model_dir, trainer
         )
     finally:
         eng.close()
+
+
+def test_bf16_engine_in_a_fresh_process_asks_for_amx(tiny_model_dir):
+    """vLLM's CPU attention runs its AMX kernel for bfloat16 where the CPU reports AMX tiles, without
+    asking Linux for the permission to use them: in a process where nothing else has (no oneDNN
+    bfloat16 matmul yet), the first tile instruction was SIGILL. The engine asks before building vLLM;
+    a fresh interpreter builds a bf16 engine and generates, and exits cleanly on any CPU."""
+    import subprocess
+    import sys
+
+    script = f"""
+import torch
+from rlvr_scaling.engines.base import SamplingParams
+from rlvr_scaling.engines.vllm import VLLMEngine
+from rlvr_scaling.engines.vllm_config import VLLMConfig
+from rlvr_scaling.models import load_hf
+_, tok = load_hf({tiny_model_dir!r}, "float32", torch.device("cpu"))
+eng = VLLMEngine({tiny_model_dir!r}, tok, VLLMConfig(), dtype="bfloat16", seed=0)
+gen = eng.generate({PROMPTS!r}, [4] * 6, SamplingParams(8), torch.Generator().manual_seed(0))
+assert int(gen.completion_lengths.sum()) > 0
+eng.close()
+print("amx", torch.cpu._is_amx_tile_supported())
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip().splitlines()[-1] in ("amx True", "amx False")
