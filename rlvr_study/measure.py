@@ -42,12 +42,13 @@ def _matches(value, wanted) -> bool:
 
 
 def _override_items(name) -> dict[str, str]:
-    """``key=value`` items of a run directory's name (Hydra's override_dirname: ``k=v,k=v``)."""
+    """``key=value`` items of a run directory's name (Hydra's override_dirname: ``k=v,k=v``, a ``/``
+    in a value written ``%2F`` and ``%`` as ``%25``: ``rlvr_scaling.cli.compose.run_dirname``)."""
     out = {}
     for item in str(name).split(","):
         key, eq, value = item.partition("=")
         if eq:
-            out[key] = value
+            out[key] = value.replace("%2F", "/").replace("%25", "%")
     return out
 
 

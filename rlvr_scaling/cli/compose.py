@@ -37,9 +37,12 @@ MAX_DIRNAME_BYTES = 200
 def run_dirname(override_dirname: str) -> str:
     """A run directory's name from Hydra's ``hydra.job.override_dirname`` (the overrides that vary):
     ``default`` when there are none; a name past :data:`MAX_DIRNAME_BYTES` keeps its start and ends in
-    ``,~<12 hex digits of its SHA-1>``, so it stays unique, stable and creatable."""
+    ``,~<12 hex digits of its SHA-1>``, so it stays unique, stable and creatable. A ``/`` in a value
+    (``model.path=/data/ckpt``) is written ``%2F`` (and ``%`` as ``%25``), so the name stays one
+    directory and two runs never share it."""
     if not override_dirname:
         return "default"
+    override_dirname = override_dirname.replace("%", "%25").replace("/", "%2F")
     raw = override_dirname.encode()
     if len(raw) <= MAX_DIRNAME_BYTES:
         return override_dirname

@@ -289,6 +289,11 @@ def test_long_override_lists_get_short_unique_directory_names():
 
     assert run_dirname("") == "default"
     assert run_dirname("seed=1") == "seed=1"
+    # a path in a value: one directory, and distinct values keep distinct names
+    assert run_dirname("model.path=/data/a,seed=0") == "model.path=%2Fdata%2Fa,seed=0"
+    assert run_dirname("x=a%2Fb") != run_dirname("x=a/b")
+    name = run_dir_of(compose(["model.path=/tmp/ckpt", "seed=3"], hydra=True)).name
+    assert name == "model.path=%2Ftmp%2Fckpt,seed=3"
     long_a = ",".join(f"task.option_{i}=value" for i in range(20)) + ",seed=0"
     long_b = long_a[:-1] + "1"
     a, b = run_dirname(long_a), run_dirname(long_b)

@@ -430,6 +430,10 @@ def test_a_config_group_condition_is_matched_by_the_run_directorys_overrides():
     assert condition_index(row("unclipped", 1e-4, False), study) == 1
     assert condition_index(row("clipped", 1e-4, True), study) is None
     assert condition_index(row("unclipped", 1e-6, False), study) is None
+    # a value with a path in it, written with %2F in the directory name (run_dirname)
+    paths = parse_study({**GOOD, "conditions": [{"model.path": "/data/a"}, {"model.path": "/data/b"}]})
+    named = pd.Series({"run": "model.path=%2Fdata%2Fb,rollout.prompts_per_rollout=4,seed=0"})
+    assert condition_index(named, paths) == 1
 
 
 def test_runs_that_stop_early_are_costed_at_what_their_ended_runs_spent(pilot):
