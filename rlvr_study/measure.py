@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rlvr_scaling.cli.compose import override_value
 from rlvr_study.study_file import Study
 
 
@@ -43,12 +44,12 @@ def _matches(value, wanted) -> bool:
 
 def _override_items(name) -> dict[str, str]:
     """``key=value`` items of a run directory's name (Hydra's override_dirname: ``k=v,k=v``, a ``/``
-    in a value written ``%2F`` and ``%`` as ``%25``: ``rlvr_scaling.cli.compose.run_dirname``)."""
+    in a value written ``%2F`` and ``%`` as ``%25``, decoded by ``override_value``)."""
     out = {}
     for item in str(name).split(","):
         key, eq, value = item.partition("=")
         if eq:
-            out[key] = value.replace("%2F", "/").replace("%25", "%")
+            out[key] = override_value(value)
     return out
 
 

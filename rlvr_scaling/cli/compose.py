@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -48,6 +49,12 @@ def run_dirname(override_dirname: str) -> str:
         return override_dirname
     digest = hashlib.sha1(raw).hexdigest()[:12]
     return raw[: MAX_DIRNAME_BYTES - 14].decode(errors="ignore") + ",~" + digest
+
+
+def override_value(text: str) -> str:
+    """An override's value as written in a run directory's name, back to the value (the inverse of
+    :func:`run_dirname`'s escaping: ``%2F`` -> ``/``, ``%25`` -> ``%``)."""
+    return urllib.parse.unquote(text)
 
 
 def register_resolvers() -> None:
