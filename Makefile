@@ -90,7 +90,7 @@ figures: install
 	cp results/study/rt_vs_B_all_0.25.png docs/figures/
 
 bench: install
-	$(PY) benchmarks/cycle.py
+	$(PY) benchmarks/speed/cycle.py
 
 gpu-wheels: install
 	rm -rf $(GPU_WHEELS) && mkdir -p $(GPU_WHEELS)

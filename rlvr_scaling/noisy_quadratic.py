@@ -15,7 +15,7 @@ Along every run, before each step, the two-half estimators of :mod:`rlvr_scaling
 noise scales from the step's own minibatch (split into halves A and B, the half means drawn exactly):
 the Adam-aware ``tr(P Sigma) / G'PG`` with ``P = diag(1 / (sqrt(v_hat) + eps))`` from the optimizer's state
 (:func:`rlvr_scaling.noise.adam_preconditioner`) and the SGD trace ``tr Sigma / |G|^2``, summed over the
-steps before the run's crossing (``docs/theory.md``, "B_noise for Adam"). ``benchmarks/adam_noise_quadratic.py``
+steps before the run's crossing (``docs/theory.md``, "B_noise for Adam"). ``benchmarks/calibration/adam_noise_quadratic.py``
 runs it at several noise levels; ``tests/core/test_adam_noise.py`` a fast setting.
 """
 

@@ -4,7 +4,7 @@ and seed, the responses spent, and each condition's horizon (docs/study.md, "A r
 
 - :func:`measure` fits the study folder as ``rlvr-analyze`` does (``analysis.data.clock_tables.build_tables``,
   ``analysis.fits.exponents.fit_conditions``, the same bootstrap seed);
-- :func:`measurement` is the same without the reading and fitting (``benchmarks/study_vs_uniform.py``
+- :func:`measurement` is the same without the reading and fitting (``benchmarks/study/study_vs_uniform.py``
   feeds it simulated sweeps).
 """
 
@@ -241,7 +241,7 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
     """The :class:`Measurement` of fitted tables: ``tables`` from ``analysis.data.clock_tables.build_tables``
     (at least one run), ``exps`` the exponents table and ``fits`` the fits ``analysis.fits.exponents.fit_conditions``
     gives for them (without ``fits`` no common alpha is formed: every target's alpha is requested).
-    :func:`measure` without the reading and fitting (``benchmarks/study_vs_uniform.py`` feeds it
+    :func:`measure` without the reading and fitting (``benchmarks/study/study_vs_uniform.py`` feeds it
     simulated sweeps)."""
     from analysis.fits.cross import common_exponent_table
 

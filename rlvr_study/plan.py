@@ -28,7 +28,7 @@ whose median is ``sigma`` times the last factor. Expected information was chosen
 plan because it is exact for the discretised observation and costs microseconds per design, so the
 allocation can be searched seed by seed; the simulation is kept for checking
 (:func:`simulate_widths`: the median achieved width of the project's own fit on sweeps drawn at the
-planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/plan_check.py``).
+planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/study/plan_check.py``).
 
 **Allocation.** Greedy in seeds: every candidate size starts with ``min_seeds`` (default 2) runs, and
 each further run goes to the size whose run lowers ``V`` the most per response spent, until the planned
@@ -394,7 +394,7 @@ def pilot_conditions(
 def pilots_from_fits(tables, exps: pd.DataFrame, throughput=None) -> list[PilotCondition]:
     """:func:`pilot_conditions` without the reading and fitting: ``tables`` from
     ``analysis.data.clock_tables.build_tables``, ``exps`` the exponents table ``analysis.fits.exponents.fit_conditions``
-    gives for them (``benchmarks/study_vs_uniform.py`` feeds it simulated sweeps)."""
+    gives for them (``benchmarks/study/study_vs_uniform.py`` feeds it simulated sweeps)."""
     from analysis.data.clock_tables import target_label
     from analysis.fits.which_b import seconds_per_response_model
 

@@ -2,7 +2,7 @@
 # The GPU check (<= 8 minutes on one H100/H200-class GPU, one try): on an offline node that has a CUDA
 # torch and transformers, install the project's small pure-Python dependencies from the wheel folder
 # `make gpu-wheels` builds (into a temporary directory on PYTHONPATH: the node's packages are not
-# touched), then run benchmarks/gpu_check.py: random-initialised Qwen2.5-0.5B and -1.5B shapes, a short
+# touched), then run benchmarks/gpu/gpu_check.py: random-initialised Qwen2.5-0.5B and -1.5B shapes, a short
 # multi-step GRPO cycle in bf16 with fp32 master weights through our trainer (HF engine; vLLM colocated
 # where importable) and through TRL's GRPOTrainer, reported as JSON after every part.
 #
@@ -54,7 +54,7 @@ echo "gpu_check: torch/transformers as found: $after"
 cd "$REPO"
 status=0
 # the script keeps its own budget (470 s; smoke 110 s) and writes the report after every part
-timeout 500 "$PY" benchmarks/gpu_check.py run "${SMOKE[@]}" --out "$OUT_DIR/gpu_check.json" 2>&1 \
+timeout 500 "$PY" benchmarks/gpu/gpu_check.py run "${SMOKE[@]}" --out "$OUT_DIR/gpu_check.json" 2>&1 \
   | tee "$OUT_DIR/gpu_check.log" || status=$?
 echo "gpu_check: report $OUT_DIR/gpu_check.json (exit $status)"
 exit "$status"

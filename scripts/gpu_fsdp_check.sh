@@ -20,6 +20,6 @@ GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 [ "$GPUS" -ge 1 ] || { echo "gpu_fsdp_check: no GPU (nvidia-smi -L lists none)"; exit 1; }
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} WANDB_MODE=disabled PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv | tee "$OUT_DIR/environment.txt" || true
-timeout 560 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$GPUS" benchmarks/gpu_fsdp.py \
+timeout 560 "$PY" -m torch.distributed.run --standalone --nproc_per_node="$GPUS" benchmarks/gpu/gpu_fsdp.py \
   --preset "$PRESET" --work "$OUT_DIR/work" --out "$OUT_DIR/gpu_fsdp.json" 2>&1 | tee "$OUT_DIR/gpu_fsdp.log"
 rm -rf "$OUT_DIR/work"

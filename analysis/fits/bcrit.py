@@ -34,7 +34,7 @@ by the power-law fit's small-sample factor (``inflation``), percentile 95 % inte
 profile-likelihood interval ``{B_crit : 2 (l_max - l_p) <= F(1, N - 2)}`` (as
 :func:`analysis.fits.fit.profile_interval`). ``ci_low``/``ci_high`` are the union of the two
 (``ci_method`` says which bound came from which): the percentile interval of a ratio-like parameter
-from a few seeds is too narrow on its own (``benchmarks/bcrit_coverage.py``). An interval that reaches
+from a few seeds is too narrow on its own (``benchmarks/calibration/bcrit_coverage.py``). An interval that reaches
 an end of the grid is **unbounded** there: ``ci_high = inf`` (no evidence that larger B costs more
 samples) or ``ci_low = 0``; a resample with informative times at fewer than two sizes counts as +inf or 0
 (the side the power law's own resample runs off to).

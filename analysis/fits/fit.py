@@ -45,7 +45,7 @@ Intervals:
   runs within a size shrinks the variance of their mean by ``(n_b - 1) / n_b`` (``d_b`` = log B_b minus
   the mean log B over runs), and the bootstrap sees the scatter through ``N - m`` degrees of freedom
   (N runs, m sizes), so its pivot is Student-t, not normal. Re-checked with interval-censored
-  crossings (``benchmarks/analysis_coverage.py``, 5 sizes x 4 seeds, evaluations every 1/8 of the
+  crossings (``benchmarks/calibration/analysis_coverage.py``, 5 sizes x 4 seeds, evaluations every 1/8 of the
   smallest crossing time, figures in ``docs/analysis.md``): without the factor the interval covers
   86.5 % (200 sweeps), with it 94.0 % (300 sweeps); it stays. A resample with informative
   times (exact or interval) at fewer than two sizes has no finite MLE; it counts as +inf or -inf (the

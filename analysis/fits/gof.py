@@ -7,7 +7,7 @@ as :mod:`analysis.fits.fit`: exact, interval-, left- and right-censored times).
   ``F = (exp(LR / N) - 1) (N - m) / (m - 2)`` on ``F(m - 2, N - m)`` (N runs, m sizes), which is
   exactly the classical F test when no time is censored (``LR = N log(RSS_line / RSS_free)``). The
   chi-square(m - 2) reference used before ignores that the scatter is estimated from N - m degrees of
-  freedom: on simulated pure power laws with censoring (``benchmarks/gof_calibration.py``: 5 sizes x 4
+  freedom: on simulated pure power laws with censoring (``benchmarks/calibration/gof_calibration.py``: 5 sizes x 4
   seeds, interval-censored crossings, ~20 % of runs right-censored) its true size at nominal 5 % was
   11-13 %, the F reference's is 5-6 %; with half the runs right-censored the F reference still
   rejects 8 % (chi-square 15 %): docs/analysis.md. Sizes where no run has an informative time (every

@@ -3,7 +3,7 @@ risks), fitted by maximum likelihood.
 
 The cause-specific fit of :mod:`analysis.fits.fit` treats a run that failed before reaching the target as
 independently censored. When slow learning and failure are correlated that biases α
-(``benchmarks/analysis_coverage.py``: +0.027 at rho = +0.7, -0.021 at rho = -0.7). This model writes
+(``benchmarks/calibration/analysis_coverage.py``: +0.027 at rho = +0.7, -0.021 at rho = -0.7). This model writes
 both times of a run as one draw::
 
     (log T, log F) ~ N2((a_T + α x, a_F + γ x), (σ_T, σ_F), ρ),      x = log B
@@ -24,7 +24,7 @@ fix.** A run shows its failure time whether or not it reached the target first (
 Fine, Jiang & Chappell 2001), but its target time only when that came first: how a run that failed
 first would have gone on learning — the part that moves α — is never seen, and ρ carries it over from
 the runs where both times are seen only through the bivariate normal form. If that form is wrong, so
-are ρ and α joint. ``benchmarks/analysis_coverage.py --dependence`` checks it on data whose dependence
+are ρ and α joint. ``benchmarks/calibration/analysis_coverage.py --dependence`` checks it on data whose dependence
 is not bivariate normal (Clayton and Gumbel copulas, a shared gamma frailty; docs/analysis.md): there
 it stayed close (|bias| <= 0.010 against 0.021-0.033 for the cause-specific α; coverage 91.5 % under
 the frailty, 93.5-97.5 % under the copulas), which shows robustness to those alternatives, not

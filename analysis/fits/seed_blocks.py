@@ -9,7 +9,7 @@ runs as if they were independent; when seeds are blocks:
 * ``resample="seeds"`` (the default where a condition has at least 5 seeds, ``MIN_SEEDS``, and every
   size has runs of two of them) draws seed ids with replacement, each drawn seed bringing all its runs:
   every size where every seed ran, and only the sizes it holds where seed sets are unequal (an
-  adaptive study's added seeds; ``benchmarks/seed_blocks.py`` measures the coverage of both designs).
+  adaptive study's added seeds; ``benchmarks/calibration/seed_blocks.py`` measures the coverage of both designs).
   The small-sample factor becomes ``sqrt(S / (S - 1)) * t_{S-1}(0.975) / z(0.975)`` for S seeds
   (:func:`analysis.fits.fit.fit_power_law`, ``n_clusters``): the pivot of a mean over S independent blocks.
   It is robust to any correlation within a seed; with none it is wider than the within-size bootstrap

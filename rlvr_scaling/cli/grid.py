@@ -6,7 +6,7 @@
 Takes the same arguments as ``rlvr-train -m``: the sweep file's ``hydra.sweeper.params`` plus any
 comma-separated overrides on the command line. For every job it composes and validates the config
 (Hydra composes once per set of config-group choices; each job's value overrides are applied to that
-tree with Hydra's own functions: :class:`JobComposer`; 1,000 jobs in ~11 s, benchmarks/grid_listing.py)
+tree with Hydra's own functions: :class:`JobComposer`; 1,000 jobs in ~11 s, benchmarks/speed/grid_listing.py)
 and prints the task and the derived numbers (B, P, G, K, eta(B), response budget), the run directory with its current
 state (new / running / preempted / completed / failed; ended runs are skipped on re-launch) and a rough
 cost: budget responses x (prompt + max new tokens) x 8 x parameters (forward + backward FLOPs of the

@@ -12,7 +12,7 @@ ENGINE_NAMES = ("auto", "hf", "vllm")
 def resolve_engine(name: str, device: str) -> str:
     """The engine a run uses (``derived.engine``). ``auto`` picks the faster one where vLLM is installed:
     vLLM on a CUDA device; the HF engine on CPUs, where it out-generates vLLM's CPU build on the embedded
-    model (benchmarks/engines.py; figures in docs/vllm.md), and wherever vLLM is not installed.
+    model (benchmarks/speed/engines.py; figures in docs/vllm.md), and wherever vLLM is not installed.
 
     ``device`` is ``run.device`` (auto | cpu | cuda); only cheap checks here, nothing is imported.
     """

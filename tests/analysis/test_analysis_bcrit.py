@@ -98,7 +98,7 @@ def test_censored_rows_follow_the_power_laws_likelihood():
     assert math.isfinite(again.loglik) and again.loglik <= fit.loglik + 1e-9 or again.b_crit > 0
 
 
-# Held-out synthetic sweeps (fixed seeds, disjoint from benchmarks/bcrit_coverage.py's 1000+): 4 seeds x 5
+# Held-out synthetic sweeps (fixed seeds, disjoint from benchmarks/calibration/bcrit_coverage.py's 1000+): 4 seeds x 5
 # sizes, evaluations every 256 responses, a 50-resample bootstrap
 HELD_OUT = range(11, 19)
 COMMON = dict(sizes=SIZES, seeds=4, gamma=None, b_noise=None, targets=(0.3,), eval_every=256, budget=120000)

@@ -183,7 +183,7 @@ def test_kaplan_meier_by_hand():
 @pytest.mark.slow
 def test_interval_coverage_over_many_draws():
     """95 % bootstrap intervals of the interval-censored fit cover the truth in >= 90 % of draws
-    (benchmarks/analysis_coverage.py runs more draws and scenarios)."""
+    (benchmarks/calibration/analysis_coverage.py runs more draws and scenarios)."""
     spec = SyntheticSpec()
     hits = total = 0
     for draw in range(200):

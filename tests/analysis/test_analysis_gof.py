@@ -15,7 +15,7 @@ SIZES = np.array([32.0, 64.0, 128.0, 256.0, 512.0])
 
 def _simulate_bounds(n_sets, rng, seeds=4, alpha=0.3, c=2000.0, sigma=0.25, d=15000.0, sigma_f=0.5):
     """Log bounds ``(x [n], lo [S, n], hi [S, n])`` of the first target's crossings in ``n_sets`` sweeps of
-    ``benchmarks/analysis_coverage.py``'s scenario, vectorised: the clock model of
+    ``benchmarks/calibration/analysis_coverage.py``'s scenario, vectorised: the clock model of
     :mod:`analysis.synthetic` (crossing at ``c B**alpha e^(sigma eps)``; evaluations at the first rollout
     boundary past every multiple of 707 responses and at the end of the 40,000-response budget; failure
     onset at ``d e^(sigma_f eps')`` stops the run before that rollout's evaluation): interval-censored

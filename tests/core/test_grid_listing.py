@@ -2,7 +2,7 @@
 (``JobComposer``): every job it lists equals the job composed by Hydra from scratch (``compose_one``),
 run directory and typed config, for every shipped sweep and for grids that mix group axes, launcher
 settings, list values and overrides that need a composition of their own; a bad value raises Hydra's own
-error. The speed is measured in benchmarks/grid_listing.py."""
+error. The speed is measured in benchmarks/speed/grid_listing.py."""
 
 from __future__ import annotations
 

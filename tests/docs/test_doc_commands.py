@@ -274,7 +274,7 @@ def _make_rule(cmd: Command) -> Coverage | None:
     if target == "figures":
         return Coverage("test", "tests/docs/test_study_target.py::test_study_analysis_flags_parse")
     if target == "bench":
-        return Coverage("script", "benchmarks/cycle.py", "make bench runs it; minutes of CPU")
+        return Coverage("script", "benchmarks/speed/cycle.py", "make bench runs it; minutes of CPU")
     return None
 
 

@@ -1,4 +1,4 @@
-"""``benchmarks/study_vs_uniform.py``: the adaptive study it simulates decides as ``rlvr-study`` does on a
+"""``benchmarks/study/study_vs_uniform.py``: the adaptive study it simulates decides as ``rlvr-study`` does on a
 folder, the two strategies see the same runs, and their accounting holds on a small setting."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rlvr_study.rounds import RoundBudget, kept_sizes, plan_round
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location(
-    "study_vs_uniform", ROOT / "benchmarks" / "study_vs_uniform.py"
+    "study_vs_uniform", ROOT / "benchmarks" / "study" / "study_vs_uniform.py"
 )
 svu = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("study_vs_uniform", svu)  # its dataclasses look their module up

@@ -3,8 +3,8 @@ our trainer (HF engine; vLLM colocated where importable) beside TRL's GRPOTraine
 cycle. Run by scripts/gpu_check.sh, which installs the dependencies first; within 8 minutes on one
 H100/H200, every part under its own time limit, the report rewritten after each part.
 
-    python benchmarks/gpu_check.py run --out gpu_check.json               # on a GPU node
-    python benchmarks/gpu_check.py run --cpu-smoke --out smoke.json       # the same path on a CPU, tiny
+    python benchmarks/gpu/gpu_check.py run --out gpu_check.json               # on a GPU node
+    python benchmarks/gpu/gpu_check.py run --cpu-smoke --out smoke.json       # the same path on a CPU, tiny
 
 Shapes: random-initialised ``Qwen2ForCausalLM`` of Qwen2.5-0.5B and -1.5B shape (public config.json
 values; rlvr_scaling/stand_in.py) with a byte-level BPE tokenizer trained here on the GSM8K-style
@@ -20,7 +20,7 @@ warm-up (CUDA kernels, allocator). TRL: ``GRPOConfig(bf16=True)`` (autocast over
 same recipe), ``num_generations=G``, ``steps_per_generation=K``, ``per_device_train_batch_size=B/K``,
 ``beta=0``, its own HF ``generate``; one block of K steps per rollout, timed by a callback.
 
-Each part runs in its own process (``python benchmarks/gpu_check.py part ...``) under a time limit, so
+Each part runs in its own process (``python benchmarks/gpu/gpu_check.py part ...``) under a time limit, so
 a part that fails or hangs costs only its own budget and frees the GPU; the report says why a part is
 missing. Reported per part: responses/s and generated tokens/s per timed rollout, the phase split
 (``perf/*``), the weight push (vLLM), peak GPU memory, the engine/trainer mismatch
@@ -39,8 +39,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks._common import REPO, trl_grpo_arguments  # noqa: E402
+
 FIXTURE = REPO / "tests/fixtures/math/gsm8k_tiny.jsonl"
 
 GPU = dict(
@@ -367,29 +369,21 @@ def trl_cycle(model_dir: str, device: str, cycle: dict) -> dict:
 
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl_"),
-        num_generations=cycle["group"],
-        per_device_train_batch_size=b // k,
-        gradient_accumulation_steps=1,
-        steps_per_generation=k,
-        num_iterations=1,
-        max_completion_length=cycle["max_new_tokens"],
-        beta=0.0,
+        **trl_grpo_arguments(
+            group=cycle["group"],
+            minibatch=b // k,
+            steps=k,
+            max_new_tokens=cycle["max_new_tokens"],
+            max_steps=cycle["rollouts"] * k,
+            seed=0,
+        ),
         bf16=True,
-        use_vllm=False,
         use_cpu=device == "cpu",
         temperature=1.0,
         epsilon=0.2,
         max_grad_norm=1.0,
         learning_rate=1e-6,
         lr_scheduler_type="constant",
-        max_steps=cycle["rollouts"] * k,
-        logging_strategy="no",
-        save_strategy="no",
-        eval_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        seed=0,
     )
     blocks: list[float] = []
 

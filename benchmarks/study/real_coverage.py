@@ -8,7 +8,7 @@ draw takes a random order of the pool's seeds (the same order at every size: a s
 builds a study-sized design from it:
 
 - **uniform**: the first ``--seeds`` seeds of the order at every size;
-- **adaptive**: ``rlvr-study``'s rounds (``benchmarks/study_vs_uniform.py``'s ``adaptive``: a pilot of
+- **adaptive**: ``rlvr-study``'s rounds (``benchmarks/study/study_vs_uniform.py``'s ``adaptive``: a pilot of
   ``--pilot-seeds`` seeds, then the planner's runs, ``--max-rounds`` rounds at most, the width goal
   ``--goal``), drawing the runs it asks for from the order.
 
@@ -19,8 +19,8 @@ mean and median width, and the share of unbounded intervals. ``--rules old`` rea
 the horizon and whole-rollout brackets (no horizon, continuous brackets, every size in every fit), for the
 before/after comparison::
 
-    python benchmarks/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --draws 100
-    python benchmarks/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --draws 100 --rules old
+    python benchmarks/study/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --draws 100
+    python benchmarks/study/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --draws 100 --rules old
 """
 
 from __future__ import annotations

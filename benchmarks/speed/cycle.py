@@ -1,7 +1,7 @@
 """Time one rollout cycle of the trainer against its raw parts timed alone.
 
-    python benchmarks/cycle.py [--prompts 32] [--group 8] [--steps 8] [--cycles 5] [--threads 2]
-    python benchmarks/cycle.py --profile [--prompts 4] [--cycles 20] [--threads 1]
+    python benchmarks/speed/cycle.py [--prompts 32] [--group 8] [--steps 8] [--cycles 5] [--threads 2]
+    python benchmarks/speed/cycle.py --profile [--prompts 4] [--cycles 20] [--threads 1]
 
 Cycle: B = P*G responses (default 32*8 = 256), K = 8 optimizer steps, on the embedded default model
 and task (warm-started model from the cache; built on first use). The trainer's own rollout

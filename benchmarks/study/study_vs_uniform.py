@@ -36,8 +36,8 @@ seed stays a block), and a strategy that asks for more seeds than the folder hol
 left. The true α is unknown there: ``coverage`` counts final intervals that contain the estimate from
 every run of the folder (it shares runs with each draw, so it is not an independent coverage)::
 
-    python benchmarks/study_vs_uniform.py --draws 40 --bootstrap 200
-    python benchmarks/study_vs_uniform.py --pool runs/study --pool-filter lr.ref_lr=3e-05 --pool-target 0.25 --goals 0.25 0.2
+    python benchmarks/study/study_vs_uniform.py --draws 40 --bootstrap 200
+    python benchmarks/study/study_vs_uniform.py --pool runs/study --pool-filter lr.ref_lr=3e-05 --pool-target 0.25 --goals 0.25 0.2
 """
 
 from __future__ import annotations

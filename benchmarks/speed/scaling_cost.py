@@ -1,8 +1,8 @@
 """How the cost of our rollout cycle grows with the work: responses/s for B x K.
 
-    python benchmarks/scaling_cost.py [--cycles 4] [--warmup 1] [--threads 2] [--B 64,256,1024] [--K 1,8]
+    python benchmarks/speed/scaling_cost.py [--cycles 4] [--warmup 1] [--threads 2] [--B 64,256,1024] [--K 1,8]
 
-Same set-up as benchmarks/vs_trl.py (the default config as ``rlvr-train`` composes it, the embedded
+Same set-up as benchmarks/speed/vs_trl.py (the default config as ``rlvr-train`` composes it, the embedded
 warm-started model, G = 8, at most 16 new tokens, completions stop at EOS), for B = P x 8 responses in
 {64, 256, 1024} and K in {1, 8} optimizer steps per rollout (minibatches of B/K). Each (B, K) gets a
 fresh trainer on a fresh copy of the model; the cycle is ``Trainer._rollout()`` (no evaluation, no

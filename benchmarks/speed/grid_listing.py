@@ -8,8 +8,8 @@ here too, on a sample of jobs (``compose_one``, the same composition a job got b
 and extrapolated to the grid. Each measurement runs in its own process (imports included), fast and slow
 interleaved round by round; the medians are printed with the load average, since the machine is shared.
 
-    python benchmarks/grid_listing.py                  # 1,000 jobs and 50 jobs, 3 rounds
-    python benchmarks/grid_listing.py --rounds 1 --sample 5
+    python benchmarks/speed/grid_listing.py                  # 1,000 jobs and 50 jobs, 3 rounds
+    python benchmarks/speed/grid_listing.py --rounds 1 --sample 5
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def grid_args(seeds: int | None) -> list[str]:

@@ -18,9 +18,9 @@ Three measurements, printed as tables (the figures in docs/failure.md come from 
 3. **Real runs** (``--runs DIR``, optional): replays the metrics.jsonl of real run directories through
    the detectors (offline) and lists which fired, where — e.g. the healthy clipped two_clock grid.
 
-    python benchmarks/failure_calibration.py                     # simulated, 200 per size
-    python benchmarks/failure_calibration.py --runs runs/two_clock --healthy 400
-    python benchmarks/failure_calibration.py --start 0.15 0.2 --plateau 0.25 0.3   # the embedded default's
+    python benchmarks/calibration/failure_calibration.py                     # simulated, 200 per size
+    python benchmarks/calibration/failure_calibration.py --runs runs/two_clock --healthy 400
+    python benchmarks/calibration/failure_calibration.py --start 0.15 0.2 --plateau 0.25 0.3   # the embedded default's
                                          # accuracy levels, where the standard-error condition decides
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from rlvr_scaling.algorithms.failure import FailureConfig, FailureMonitor  # noqa: E402
 from rlvr_scaling.config import EvalConfig  # noqa: E402

@@ -2,14 +2,14 @@
 GRPO rollouts, reporting per-rank peak memory and throughput. Run by scripts/gpu_fsdp_check.sh
 (<= 10 minutes), under torchrun with one process per GPU:
 
-    torchrun --standalone --nproc_per_node=8 benchmarks/gpu_fsdp.py --preset qwen2.5_7b --out fsdp.json
-    torchrun --standalone --nproc_per_node=2 benchmarks/gpu_fsdp.py --cpu-smoke   # the script itself, on CPU
+    torchrun --standalone --nproc_per_node=8 benchmarks/gpu/gpu_fsdp.py --preset qwen2.5_7b --out fsdp.json
+    torchrun --standalone --nproc_per_node=2 benchmarks/gpu/gpu_fsdp.py --cpu-smoke   # the script itself, on CPU
 
 The run composes ``model=<preset> run.parallel=fsdp`` as ``rlvr-train`` would and trains through
 :func:`~rlvr_scaling.run.train`: every rank generates its prompts with its own HF engine (a full copy of
 the weights), the K optimizer steps run on FSDP2 shards, the full weights are gathered into every
 engine after them. With one GPU it is a process group of one (FSDP code path, nothing to shard across).
-As in benchmarks/gpu_real_model.py, a preset whose weights are not on the machine is built with random
+As in benchmarks/gpu/gpu_real_model.py, a preset whose weights are not on the machine is built with random
 weights in its architecture (same shapes, memory and compute), responses then run to the token limit.
 """
 
@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.gpu._presets import ARCH, check_overrides, model_or_stand_in, rollout_rows  # noqa: E402
 
 
 def main() -> None:
@@ -41,11 +41,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from gpu_real_model import ARCH, check_overrides, stand_in_model
 
     from rlvr_scaling import distributed
     from rlvr_scaling.cli.compose import compose
-    from rlvr_scaling.models import check_model_path
     from rlvr_scaling.run import train
 
     device = "cpu" if args.cpu_smoke else "cuda"
@@ -66,18 +64,13 @@ def main() -> None:
         overrides += ["run.device=cpu", "model.dtype=float32"]
     overrides += args.overrides
     cfg = compose(overrides)
-    stand_in = False
-    try:
-        if device == "cpu":
-            raise FileNotFoundError("CPU smoke test: always the tiny stand-in")
-        check_model_path(cfg.model.path)
-    except Exception:
-        stand_in = True
-        path = None
-        if env.is_main:
-            path = stand_in_model(args.preset, cfg.model.dtype, work / "model", device)
-        cfg.model.path = env.broadcast_object(path)
-        cfg.model.prompt_format = "plain"
+    stand_in = model_or_stand_in(
+        cfg,
+        args.preset,
+        work,
+        device,
+        share=lambda make: env.broadcast_object(make() if env.is_main else None),
+    )
     cuda = torch.cuda if device == "cuda" else None
     if cuda:
         cuda.reset_peak_memory_stats()
@@ -102,9 +95,7 @@ def main() -> None:
         for r in range(world)
         if (work / f"rank{r}.json").is_file()
     ]
-    rows = [json.loads(x) for x in (work / "run/metrics.jsonl").read_text().splitlines()]
-    train_rows = [r for r in rows if "train/reward_mean" in r]
-    timed = train_rows[1:] or train_rows  # the first rollout includes warm-up
+    train_rows, timed = rollout_rows(work / "run")
 
     def cycle(r: dict) -> float:  # the rollout's timed phases (generate, reward, log-probs, train, sync)
         return sum(

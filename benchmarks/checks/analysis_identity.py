@@ -8,11 +8,11 @@ analysed with figures (``--formats png --jobs 1``), and the first once more with
 (except the timing line) and stderr, and the same file list (PNGs and the parquet file are counted when
 they also match byte for byte, which is not required).
 
-    python benchmarks/analysis_identity.py write /tmp/ident/sweeps       # the sweeps (once)
+    python benchmarks/checks/analysis_identity.py write /tmp/ident/sweeps       # the sweeps (once)
     git archive REV analysis | tar -x -C /tmp/old                        # the code before the change
-    PYTHONPATH=/tmp/old python benchmarks/analysis_identity.py analyze /tmp/ident/sweeps /tmp/ident/before
-    PYTHONPATH=$PWD python benchmarks/analysis_identity.py analyze /tmp/ident/sweeps /tmp/ident/after
-    python benchmarks/analysis_identity.py compare /tmp/ident/before /tmp/ident/after
+    PYTHONPATH=/tmp/old python benchmarks/checks/analysis_identity.py analyze /tmp/ident/sweeps /tmp/ident/before
+    PYTHONPATH=$PWD python benchmarks/checks/analysis_identity.py analyze /tmp/ident/sweeps /tmp/ident/after
+    python benchmarks/checks/analysis_identity.py compare /tmp/ident/before /tmp/ident/after
 
 Analyse into the same output path for both (``analyze`` writes to ``<sweeps>/../out`` and copies), so
 that the paths printed in the outputs agree.

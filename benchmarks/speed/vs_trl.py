@@ -1,6 +1,6 @@
 """Side-by-side speed of our rollout cycle and Hugging Face TRL's GRPOTrainer on the same machine.
 
-    python benchmarks/vs_trl.py [--cycles 5] [--warmup 1] [--threads 2] [--cases forced16,eos]
+    python benchmarks/speed/vs_trl.py [--cycles 5] [--warmup 1] [--threads 2] [--cases forced16,eos]
 
 Reference cycle (the issue's): the embedded tiny Llama, warm-started for the default task (the model
 ``rlvr-train`` would use), B = 256 responses = 32 prompts x G = 8, K = 8 optimizer steps on
@@ -52,6 +52,10 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks._common import REPO, trl_grpo_arguments  # noqa: E402
+
 # The reference cycle of the issue.
 REFERENCE = {"prompts": 32, "group": 8, "steps": 8, "max_new_tokens": 16}
 
@@ -69,7 +73,7 @@ def source_text() -> str:
     """Which code was measured: the git commit, and a digest of rlvr_scaling/ and conf/ as they are on disk."""
     import hashlib
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     h = hashlib.sha256()
     for path in sorted([*root.glob("rlvr_scaling/**/*.py"), *root.glob("conf/**/*.yaml")]):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
@@ -214,17 +218,17 @@ class TrlSide:
         gen_kwargs = {"min_new_tokens": cfg.rollout.max_new_tokens} if forced else None
         args = GRPOConfig(
             output_dir=str(out_dir),
-            num_generations=derived.group_size,
-            per_device_train_batch_size=derived.minibatch_responses,
-            gradient_accumulation_steps=1,
-            steps_per_generation=derived.steps_per_rollout,
-            num_iterations=1,
-            max_completion_length=cfg.rollout.max_new_tokens,
-            beta=0.0,
+            **trl_grpo_arguments(
+                group=derived.group_size,
+                minibatch=derived.minibatch_responses,
+                steps=derived.steps_per_rollout,
+                max_new_tokens=cfg.rollout.max_new_tokens,
+                max_steps=n_blocks * derived.steps_per_rollout,
+                seed=cfg.seed,
+            ),
             bf16=False,
             fp16=False,
             gradient_checkpointing=False,
-            use_vllm=False,
             use_cpu=True,
             temperature=cfg.rollout.temperature,
             top_p=cfg.rollout.top_p,
@@ -236,15 +240,7 @@ class TrlSide:
             adam_beta1=cfg.optim.betas[0],
             adam_beta2=cfg.optim.betas[1],
             adam_epsilon=cfg.optim.eps,
-            max_steps=n_blocks * derived.steps_per_rollout,
             generation_kwargs=gen_kwargs,
-            logging_strategy="no",
-            save_strategy="no",
-            eval_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-            seed=cfg.seed,
         )
         self.calls: list[dict] = []  # one entry per reward call (= per generation)
 
@@ -450,7 +446,7 @@ def main() -> None:
     try:
         import trl
     except ImportError:
-        sys.exit("benchmarks/vs_trl.py needs TRL, a benchmark-only dependency: pip install trl==1.16.0")
+        sys.exit("benchmarks/speed/vs_trl.py needs TRL, a benchmark-only dependency: pip install trl==1.16.0")
     import transformers
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -8,7 +8,7 @@ the same design would be planned at if crossings were known exactly and never ce
 and censoring add); ``unbounded``: sweeps whose interval the fit reports as unbounded. ``--full`` also runs one design
 through the whole path (analysis.synthetic run records -> analysis.data.clock_tables -> analysis.fits.exponents fits)::
 
-    python benchmarks/plan_check.py --sweeps 100 --full
+    python benchmarks/study/plan_check.py --sweeps 100 --full
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ clusters: the two conditions draw the same seeds). Printed per correlation and b
 alpha and of the difference, their median widths. ``--unequal`` keeps the second half of the seeds at
 the extreme sizes only (what an adaptive study's rounds leave), so seeds hold runs at different sizes.
 
-    python benchmarks/seed_blocks.py --draws 200
-    python benchmarks/seed_blocks.py --draws 200 --seeds 10 --unequal
+    python benchmarks/calibration/seed_blocks.py --draws 200
+    python benchmarks/calibration/seed_blocks.py --draws 200 --seeds 10 --unequal
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import time
 
 import numpy as np
+from _intervals import covers
 
 from analysis.data.clock_tables import build_tables
 from analysis.fits.exponents import compare_conditions, fit_conditions
@@ -96,9 +97,8 @@ def main(argv=None) -> int:
                 res[mode].append(v)
         for mode, vals in res.items():
             v = np.array(vals, float)
-            cover_a = np.mean((v[:, 0] <= ALPHAS[0]) & (ALPHAS[0] <= v[:, 1]))
-            delta = ALPHAS[1] - ALPHAS[0]
-            cover_d = np.mean((v[:, 2] <= delta) & (delta <= v[:, 3]))
+            cover_a = np.mean(covers(v[:, 0], v[:, 1], ALPHAS[0]))
+            cover_d = np.mean(covers(v[:, 2], v[:, 3], ALPHAS[1] - ALPHAS[0]))
             print(
                 f"{c:4.1f}  {mode:9s}  {cover_a:11.1%}  {np.median(v[:, 1] - v[:, 0]):12.3f}  "
                 f"{cover_d:10.1%}  {np.median(v[:, 3] - v[:, 2]):11.3f}"

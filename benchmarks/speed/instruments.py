@@ -1,6 +1,6 @@
 """The cost of the measuring instruments per cycle, as ratios to a plain cycle, and B_noise two ways.
 
-    python benchmarks/instruments.py [--prompts 32] [--group 8] [--steps 8] [--reps 6] [--threads 2]
+    python benchmarks/speed/instruments.py [--prompts 32] [--group 8] [--steps 8] [--reps 6] [--threads 2]
 
 One trainer on the embedded default (B = P*G = 256, K = 8; warm-started model from the cache) runs
 whole cycles (``Trainer._rollout``) in an interleaved order, plain / noise / noise+curvature, plain, ...

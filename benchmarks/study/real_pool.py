@@ -1,4 +1,4 @@
-"""Run the pool of real runs that ``benchmarks/real_coverage.py`` draws study-sized designs from
+"""Run the pool of real runs that ``benchmarks/study/real_coverage.py`` draws study-sized designs from
 (docs/study.md, "Calibration on real runs").
 
 The pool is the reference study's clipped grid (``sweeps/two_clock``, K = 8, square-root rule,
@@ -14,9 +14,9 @@ are skipped, interrupted ones resume from their checkpoints).
 pilot trained past the horizon; a run read to its horizon does not depend on how far it went on:
 ``tests/study/test_horizon_real.py``) instead of running them again::
 
-    python benchmarks/real_pool.py runs/pool --lr 3.16e-6 3.16e-5 --seeds 0-23 \\
+    python benchmarks/study/real_pool.py runs/pool --lr 3.16e-6 3.16e-5 --seeds 0-23 \\
         --horizons runs/reference/horizons.json --reuse runs/reference
-    python benchmarks/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --adaptive
+    python benchmarks/study/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --adaptive
 
 ``real_coverage.py`` reads each condition to its runs' smallest planned horizon (``eval.horizon`` of
 the pool's jobs; the default ``--horizon auto`` of ``rlvr-analyze``); ``horizons.json`` records them.

@@ -19,8 +19,8 @@ the batch sizes. Scenarios:
 * ``fixed_lr``: ``single`` with one learning rate per batch size, the best of a grid (β1 = 0.9), as a
   study runs.
 
-    python benchmarks/adam_noise_quadratic.py                        # all scenarios, noise 1, 2, 4
-    python benchmarks/adam_noise_quadratic.py --scenarios single --noise 1 2 4 --seeds 8
+    python benchmarks/calibration/adam_noise_quadratic.py                        # all scenarios, noise 1, 2, 4
+    python benchmarks/calibration/adam_noise_quadratic.py --scenarios single --noise 1 2 4 --seeds 8
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Scenarios:
   on the unclipped grid), failing at rollout ⌈R_F / B⌉ — a hazard that is not constant in time; what
   1 − b̂ reads there against the true γ.
 
-    python benchmarks/hazard_coverage.py --draws 200
+    python benchmarks/calibration/hazard_coverage.py --draws 200
 """
 
 from __future__ import annotations

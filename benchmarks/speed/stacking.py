@@ -1,6 +1,6 @@
 """What several seeds trained as one stacked model could buy a small rollout: one optimizer step's parts.
 
-    python benchmarks/stacking.py [--seeds 1,8,16] [--rows 3] [--row-tokens 8] [--threads 1] [--reps 30]
+    python benchmarks/speed/stacking.py [--seeds 1,8,16] [--rows 3] [--row-tokens 8] [--threads 1] [--reps 30]
                                   [--compile]
 
 A B = 32 run of the embedded default takes K = 8 optimizer steps on minibatches of 4 responses, of

@@ -19,9 +19,9 @@ Scenarios: evaluations every 1/8 of the median crossing time at the smallest B, 
 the target (more of them at large B), and correlation rho = 0, +0.7, -0.7 between log time to target and
 log time to failure. Requirement: |bias| <= 0.01 and coverage >= 90 % (>= 200 draws).
 
-    python benchmarks/analysis_coverage.py --draws 300
-    python benchmarks/analysis_coverage.py --draws 200 --no-inflation   # the small-sample factor off
-    python benchmarks/analysis_coverage.py --dependence --draws 200     # α and γ under other dependence
+    python benchmarks/calibration/analysis_coverage.py --draws 300
+    python benchmarks/calibration/analysis_coverage.py --draws 200 --no-inflation   # the small-sample factor off
+    python benchmarks/calibration/analysis_coverage.py --dependence --draws 200     # α and γ under other dependence
 
 ``--dependence``: the same sweep with the two clocks' noises bivariate normal (rho = 0, +-0.7), joined by
 a Clayton or a Gumbel copula (Kendall's tau +-0.49, that of rho = 0.7; normal margins kept) or by a
@@ -36,6 +36,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from _intervals import covers
 
 import analysis.fits.fit as fit_module
 from analysis.data.clock_tables import ClockOptions, build_tables
@@ -172,7 +173,7 @@ def run_dependence(names: list[str], draws: int, n_boot: int, seed0: int = 1000)
             true = truth[key.split()[0]]
             fin = np.isfinite(a[:, 0])
             bias = a[fin, 0].mean() - true
-            cover = np.mean((a[:, 1] <= true) & (true <= a[:, 2]))  # not identified: not covering
+            cover = np.mean(covers(a[:, 1], a[:, 2], true))  # not identified: not covering
             ok &= key.endswith("joint") or (abs(bias) <= 0.015 and cover >= 0.93)
             cells += [f"{bias:+.4f}", f"{cover:.1%}"]
         failed = np.mean(np.array(acc["failed first"], float)[:, 0])

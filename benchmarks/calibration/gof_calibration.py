@@ -9,7 +9,7 @@ fraction of draws with ``lof_p`` below 5 % (the test's true size at nominal 5 %;
 error about 0.5 % at 2,000 draws) and the fraction where the broken power law is chosen (``delta_aic``
 below -2, and below 0).
 
-    python benchmarks/gof_calibration.py --draws 2000
+    python benchmarks/calibration/gof_calibration.py --draws 2000
 """
 
 from __future__ import annotations

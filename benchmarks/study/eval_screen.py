@@ -1,6 +1,6 @@
 """Does the screened evaluation schedule keep the crossings' brackets, and what does it save?
 
-    python benchmarks/eval_screen.py RECORDED_DIR [--screened SCREENED_DIR] [--margin 0.04 --ratio 2]
+    python benchmarks/study/eval_screen.py RECORDED_DIR [--screened SCREENED_DIR] [--margin 0.04 --ratio 2]
 
 RECORDED_DIR holds run directories of the embedded default run with ``eval.screen_margin=1`` (the full
 evaluation at every point, and the screen logged beside it). For each run the screened schedule is

@@ -8,7 +8,7 @@ grid, right-censoring at the budget) whose responses-to-target follow McCandlish
 B_crit (also for the bootstrap and profile intervals alone); then draws power-law sweeps
 (``R = c B^alpha``) and counts how often McCandlish's form is preferred by more than 2 AICc units.
 
-    python benchmarks/bcrit_coverage.py --draws 100
+    python benchmarks/calibration/bcrit_coverage.py --draws 100
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import math
 import time
 
 import numpy as np
+from _intervals import covers
 
 from analysis.fits.bcrit import aicc, fit_mccandlish
 from analysis.fits.fit import fit_power_law
@@ -67,19 +68,21 @@ def main() -> int:
     common = dict(sizes=SIZES, seeds=args.seeds, gamma=None, b_noise=None, targets=(0.3,), eval_every=256)
     t0 = time.perf_counter()
     for b_crit in args.b_crit:
-        hits = {"union": 0, "bootstrap": 0, "profile": 0}
-        widths, unbounded = [], 0
+        fits = []
         for d in range(args.draws):
             seed = args.first_seed + d
             spec = SyntheticSpec(b_crit=b_crit, prefactor=2000.0, budget=120000, seed=seed, **common)
-            out = one(spec, args.boot, args.blocks, seed)
-            f = out["fit"]
-            hits["union"] += f.ci_low <= b_crit <= f.ci_high
-            hits["bootstrap"] += f.boot_low <= b_crit <= f.boot_high
-            hits["profile"] += f.profile_low <= b_crit <= f.profile_high
-            unbounded += not math.isfinite(f.ci_high) or f.ci_low == 0
-            if math.isfinite(f.ci_high) and f.ci_low > 0:
-                widths.append(math.log10(f.ci_high / f.ci_low))
+            fits.append(one(spec, args.boot, args.blocks, seed)["fit"])
+        hits = {
+            name: int(covers([getattr(f, low) for f in fits], [getattr(f, high) for f in fits], b_crit).sum())
+            for name, low, high in (
+                ("union", "ci_low", "ci_high"),
+                ("bootstrap", "boot_low", "boot_high"),
+                ("profile", "profile_low", "profile_high"),
+            )
+        }
+        unbounded = sum(not math.isfinite(f.ci_high) or f.ci_low == 0 for f in fits)
+        widths = [math.log10(f.ci_high / f.ci_low) for f in fits if math.isfinite(f.ci_high) and f.ci_low > 0]
         cov = ", ".join(f"{k} {v}/{args.draws}" for k, v in hits.items())
         print(
             f"McCandlish B_crit={b_crit:g} ({args.seeds} seeds x {len(SIZES)} sizes, {args.boot} resamples): "

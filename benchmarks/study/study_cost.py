@@ -1,6 +1,6 @@
 """Throughput per rollout size, as a study pays it: whole runs of the embedded default, evaluation included.
 
-    python benchmarks/study_cost.py [--B 32,64,128,256,512] [--responses 8192] [--reps 1] [--threads 1]
+    python benchmarks/study/study_cost.py [--B 32,64,128,256,512] [--responses 8192] [--reps 1] [--threads 1]
                                     [--code DIR ...] [--set KEY=VALUE ...]
 
 Each run is ``rlvr-train`` (its own process, as ``rlvr-study`` launches it) on the default config with
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 INSTRUMENTS = ("perf/noise_theta_old_s", "perf/curvature_s")  # noise.budget's instruments
 
 

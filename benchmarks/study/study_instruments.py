@@ -3,7 +3,7 @@ theta_old (``noise/*``) against the previous trajectory estimate (``noise/multis
 batch B_crit = tr(H Sigma) / G'HG, the curvature along the gradient and along the update, and the top
 Hessian eigenvalue (``curv/*``).
 
-    python benchmarks/study_instruments.py runs/reference
+    python benchmarks/study/study_instruments.py runs/reference
 
 Scales are ratios of means pooled over every measured rollout of the condition's runs (a single
 rollout's |G|^2 estimate is unbiased but often <= 0 on the embedded model's few signal prompts), with a

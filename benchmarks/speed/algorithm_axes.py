@@ -1,8 +1,8 @@
 """Cost of each algorithm axis per rollout cycle, as a ratio to the default cycle; and the check that the
 defaults reproduce another checkout's runs bit for bit.
 
-    python benchmarks/algorithm_axes.py [--prompts 16] [--group 8] [--cycles 16] [--threads 1]
-    python benchmarks/algorithm_axes.py --compare-with /path/to/other/checkout [--responses 1024]
+    python benchmarks/speed/algorithm_axes.py [--prompts 16] [--group 8] [--cycles 16] [--threads 1]
+    python benchmarks/speed/algorithm_axes.py --compare-with /path/to/other/checkout [--responses 1024]
 
 Cost: one trainer per option (loss=gspo, gspo_token, cispo, dual_clip, rollout.staleness=1 and 4,
 rollout.dynamic_sampling) and one on the default (GRPO with the PPO-clipped loss), all built from the
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OPTIONS = {
     "default": [],
     "loss=gspo": ["loss=gspo"],
