@@ -28,6 +28,33 @@ from pathlib import Path
 import torch
 
 
+def quiet_trainer(args, extra: list[str]):
+    """A trainer on the default config with the cycle's shape (``--prompts``, ``--group``, ``--steps``) and
+    ``extra`` overrides, in a fresh run directory, that never evaluates: (cfg, derived, components,
+    run directory, trainer)."""
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
+    from rlvr_scaling.run import build_components
+    from rlvr_scaling.trainer import Trainer
+
+    cfg = compose(
+        [
+            f"rollout.prompts_per_rollout={args.prompts}",
+            f"rollout.group_size={args.group}",
+            f"optim.steps_per_rollout={args.steps}",
+            "eval.every_responses=100000000",
+            "run.progress=false",
+            *extra,
+        ]
+    )
+    d = derive(cfg)
+    comps = build_components(cfg, log=lambda *_: None)
+    run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))
+    trainer = Trainer(cfg, d, run_dir, comps, log=lambda *_: None)
+    trainer.state.next_eval_at = 1 << 60
+    return cfg, d, comps, run_dir, trainer
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", type=int, default=32)
@@ -48,29 +75,13 @@ def main() -> None:
         profile(args)
         return
 
-    from rlvr_scaling.cli.compose import compose
-    from rlvr_scaling.config import derive
     from rlvr_scaling.engines.base import SamplingParams
     from rlvr_scaling.policy import completion_logprobs, trim_padding
-    from rlvr_scaling.run import build_components
     from rlvr_scaling.rundir import save_checkpoint
-    from rlvr_scaling.trainer import Trainer
 
-    cfg = compose(
-        [
-            f"rollout.prompts_per_rollout={args.prompts}",
-            f"rollout.group_size={args.group}",
-            f"optim.steps_per_rollout={args.steps}",
-            "eval.every_responses=100000000",
-            "run.progress=false",
-            f"optim.skip_zero_advantage={str(args.skip_zero).lower()}",
-        ]
+    cfg, d, comps, run_dir, trainer = quiet_trainer(
+        args, [f"optim.skip_zero_advantage={str(args.skip_zero).lower()}"]
     )
-    d = derive(cfg)
-    comps = build_components(cfg, log=lambda *_: None)
-    run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))
-    trainer = Trainer(cfg, d, run_dir, comps, log=lambda *_: None)
-    trainer.state.next_eval_at = 1 << 60
 
     model, engine, task = trainer.model, trainer.engine, trainer.task
     examples = [task.train_example(i) for i in range(args.prompts)]
@@ -148,10 +159,6 @@ def profile(args) -> None:
     import functools
 
     import rlvr_scaling.optimize as optimize
-    from rlvr_scaling.cli.compose import compose
-    from rlvr_scaling.config import derive
-    from rlvr_scaling.run import build_components
-    from rlvr_scaling.trainer import Trainer
 
     spent: dict[str, float] = collections.defaultdict(float)
     calls: collections.Counter = collections.Counter()
@@ -177,22 +184,9 @@ def profile(args) -> None:
     timed(torch.optim.AdamW, "step", "  of which AdamW")
     timed(optimize.NoiseEstimator, "observe", "  of which noise bookkeeping")
     timed(optimize, "policy_loss", "loss")
-    cfg = compose(
-        [
-            f"rollout.prompts_per_rollout={args.prompts}",
-            f"rollout.group_size={args.group}",
-            f"optim.steps_per_rollout={args.steps}",
-            "eval.every_responses=100000000",
-            "run.progress=false",
-            "noise.at_theta_old=false",
-            "noise.curvature_every_rollouts=0",
-        ]
+    cfg, d, comps, run_dir, trainer = quiet_trainer(
+        args, ["noise.at_theta_old=false", "noise.curvature_every_rollouts=0"]
     )
-    d = derive(cfg)
-    comps = build_components(cfg, log=lambda *_: None)
-    run_dir = Path(tempfile.mkdtemp(prefix="rlvr_bench_"))
-    trainer = Trainer(cfg, d, run_dir, comps, log=lambda *_: None)
-    trainer.state.next_eval_at = 1 << 60
     for _ in range(3):  # warm-up
         trainer._rollout()
     spent.clear()
