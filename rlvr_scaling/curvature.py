@@ -57,6 +57,12 @@ products are summed over the ranks (all-reduce), so every rank holds the one-pro
 use the unsharded module holding theta_old (``Parallel.full_module``) and never touch ``.grad``,
 the optimizer or any random stream, so the training trajectory is the same with the instruments on
 or off.
+
+**Where each part lives.** This module is the measurement at theta_old (:class:`ThetaOldInstruments`:
+when it runs, the cells' gradients, the noise, the curvature, the secant after the steps, Adam's noise
+scale); the cell design and its estimators are :mod:`rlvr_scaling.noise_cells`, the surrogate objective,
+Hessian-vector products and power iteration :mod:`rlvr_scaling.hessian`, the cadence within a share of
+the wall time :mod:`rlvr_scaling.instrument_budget`. Their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -64,321 +70,42 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import dataclass
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .policy import completion_logprobs, trim_padding
+from .hessian import (
+    HessianVectorProducts,
+    SurrogateObjective,
+    adam_threshold,
+    hessian_vector_product,
+    power_iteration,
+    preconditioned_power_iteration,
+)
+from .instrument_budget import PRIOR_CYCLES, READ_BY_LR_EVERY, InstrumentBudget
+from .noise_cells import CELLS, CellDesign, cell_estimates, design_cells, dot, gram, noise_row
 
-CELLS = ("A1", "A2", "B1", "B2")
+#: the instruments' parts, one module each; their names stay importable from here
+__all__ = [
+    "CELLS",
+    "PRIOR_CYCLES",
+    "READ_BY_LR_EVERY",
+    "TENSOR_FILE",
+    "CellDesign",
+    "HessianVectorProducts",
+    "InstrumentBudget",
+    "SurrogateObjective",
+    "ThetaOldInstruments",
+    "adam_threshold",
+    "cell_estimates",
+    "design_cells",
+    "gram",
+    "hessian_vector_product",
+    "noise_row",
+    "power_iteration",
+    "preconditioned_power_iteration",
+]
+
 TENSOR_FILE = "curvature.safetensors"
-
-
-# ------------------------------------------------------------------------------------- pure estimators
-
-
-@dataclass(frozen=True)
-class CellDesign:
-    """Which rows form each cell and the counts the estimators need."""
-
-    rows: tuple[torch.Tensor, ...]  # per cell (A1, A2, B1, B2): row indices into the rollout
-    weights: tuple[torch.Tensor, ...]  # per cell: 1 / c_qh of each row's prompt half
-    kappa_a: float
-    kappa_b: float
-    n_a: int  # |A| prompts
-    n_b: int  # |B|
-
-
-def design_cells(prompt_index: torch.Tensor, n_prompts: int) -> CellDesign | None:
-    """Cells over the first ``n_prompts`` prompts (by prompt index) that have at least 2 responses;
-    None when fewer than 2 such prompts exist."""
-    counts = torch.bincount(
-        prompt_index, minlength=int(prompt_index.max()) + 1 if prompt_index.numel() else 0
-    )
-    eligible = [q for q in range(counts.numel()) if counts[q] >= 2][:n_prompts]
-    if len(eligible) < 2:
-        return None
-    rows: dict[str, list[int]] = {c: [] for c in CELLS}
-    weights: dict[str, list[float]] = {c: [] for c in CELLS}
-    kappa = {"A": 0.0, "B": 0.0}
-    sizes = {"A": 0, "B": 0}
-    for j, q in enumerate(eligible):
-        side = "A" if j % 2 == 0 else "B"
-        mine = (prompt_index == q).nonzero().squeeze(-1).tolist()
-        c1 = len(mine) // 2
-        halves = (mine[:c1], mine[c1:])
-        for h, part in zip("12", halves):
-            rows[side + h] += part
-            weights[side + h] += [1.0 / len(part)] * len(part)
-        kappa[side] += 1.0 / len(halves[0]) + 1.0 / len(halves[1])
-        sizes[side] += 1
-    return CellDesign(
-        rows=tuple(torch.tensor(rows[c], dtype=torch.long) for c in CELLS),
-        weights=tuple(torch.tensor(weights[c], dtype=torch.float64) for c in CELLS),
-        kappa_a=kappa["A"] / sizes["A"] ** 2,
-        kappa_b=kappa["B"] / sizes["B"] ** 2,
-        n_a=sizes["A"],
-        n_b=sizes["B"],
-    )
-
-
-def cell_estimates(q: torch.Tensor, design: CellDesign) -> dict[str, float]:
-    """Unbiased tr(X Sigma_w), tr(X Sigma_b) and G'XG from the 4x4 matrix q[h, k] = V_h' X V_k of the cell
-    vectors (A1, A2, B1, B2); see the module docstring."""
-    q = q.double()
-    na, nb = design.n_a, design.n_b
-    da = torch.tensor([1.0, -1.0, 0.0, 0.0], dtype=torch.float64) / na
-    db = torch.tensor([0.0, 0.0, 1.0, -1.0], dtype=torch.float64) / nb
-    ma = torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=torch.float64) / (2 * na)
-    mb = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64) / (2 * nb)
-
-    def form(u, v):
-        return float(u @ q @ v)
-
-    within = (form(da, da) + form(db, db)) / (design.kappa_a + design.kappa_b)
-    diff = ma - mb
-    between = (form(diff, diff) - within * (design.kappa_a + design.kappa_b) / 4) / (1 / na + 1 / nb)
-    signal = 0.5 * (form(ma, mb) + form(mb, ma))
-    return {"within": within, "between": between, "total": within + between, "signal": signal}
-
-
-def noise_row(est: dict[str, float], minibatch: float) -> dict[str, float]:
-    """``noise/...`` keys from the identity-weighted cell estimates."""
-    trace, signal = est["total"], est["signal"]
-    return {
-        "grad_norm_sq": signal,
-        "trace_cov": trace,
-        "trace_cov_within": est["within"],
-        "trace_cov_between": est["between"],
-        "snr": signal / (trace / minibatch) if trace > 0 else math.inf,
-        "b_noise": trace / signal if signal > 0 else math.inf,
-    }
-
-
-# ------------------------------------------------------------------------------------- the model side
-
-
-def _dot(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
-    return float(sum((x.double() * y.double()).sum() for x, y in zip(a, b)))
-
-
-def gram(a: list[list[torch.Tensor]], b: list[list[torch.Tensor]]) -> torch.Tensor:
-    """The matrix [a_h' b_k] (float64) of two lists of parameter-shaped vectors: one matrix product per
-    parameter tensor instead of one dot product per pair (16 for the four cells)."""
-    out = torch.zeros(len(a), len(b), dtype=torch.float64)
-    for xs, ys in zip(zip(*a), zip(*b)):
-        x = torch.stack([t.reshape(-1) for t in xs]).double()
-        y = torch.stack([t.reshape(-1) for t in ys]).double()
-        out += (x @ y.T).cpu()
-    return out
-
-
-class SurrogateObjective:
-    """The subsample's surrogate objective sum_rows weight_i * sum_t coef_it * rho_it and its gradient,
-    with rho = exp(log pi_theta - log pi_theta_old); log pi_theta_old is fixed by the first evaluation,
-    which must be at theta_old."""
-
-    def __init__(self, model, gen, rows: torch.Tensor, coef: torch.Tensor, temperature: float, device):
-        self.model, self.device, self.temperature = model, device, temperature
-        self.params = [p for p in model.parameters()]
-        ids, mask, start = trim_padding(gen.input_ids[rows], gen.attention_mask[rows], gen.prompt_width)
-        self.ids, self.mask, self.start = ids.to(device), mask.to(device), start
-        self.coef = coef[:, : ids.shape[1] - start].to(device)
-        self.active = bool((self.coef != 0).any())
-        # log pi_theta_old, kept from the first forward (the cell gradient at theta_old, which always
-        # comes first): no separate pass
-        self.logp0: torch.Tensor | None = None
-
-    def _logp(self) -> torch.Tensor:
-        logp, _ = completion_logprobs(self.model, self.ids, self.mask, self.start, self.temperature)
-        return logp
-
-    def value(self) -> torch.Tensor:
-        logp = self._logp()
-        if self.logp0 is None:
-            self.logp0 = logp.detach()
-        return (self.coef.to(logp.dtype) * torch.exp(logp - self.logp0)).sum()
-
-    def anchor(self) -> None:
-        """Fix log pi_theta_old now (one no-grad forward; the parameters must be theta_old)."""
-        if self.logp0 is None and self.active:
-            with torch.no_grad():
-                self.logp0 = self._logp().detach()
-
-    def grad(self, create_graph: bool = False) -> list[torch.Tensor]:
-        if not self.active:
-            return [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
-        with torch.enable_grad():
-            got = torch.autograd.grad(self.value(), self.params, create_graph=create_graph, allow_unused=True)
-        return [torch.zeros_like(p) if g is None else g for p, g in zip(self.params, got)]
-
-
-class HessianVectorProducts:
-    """H v at the current parameters for several v, for the Hessian of sum_o o.value() with respect to
-    the shared ``o.params``.
-
-    ``double_backward``: grad(grad L . v). The first-order gradient and its graph are built once (one
-    forward and one backward with ``create_graph``) and kept, so every further product is one more
-    backward pass through that graph. ``finite_difference``: (grad L(theta + h v) - grad L(theta - h v))
-    / (2 h) with h = eps * max(|theta|, 1) / |v| (exact for a quadratic up to rounding; the parameters are
-    restored bit for bit; log pi_theta_old is fixed first, at the unperturbed parameters). ``reduce`` sums
-    each result over ranks (data-parallel). Call :meth:`close` (or use as a context manager) to drop the
-    kept graph.
-    """
-
-    def __init__(self, objectives, kind: str, eps: float, reduce=None):
-        self.objectives = [o for o in objectives]
-        self.kind, self.eps = kind, eps
-        self.reduce = reduce or (lambda x: x)
-        self.params = self.objectives[0].params
-        self._grads: list[list[torch.Tensor]] | None = None  # double backward: grad L with its graph
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_exc):
-        self.close()
-
-    def close(self) -> None:
-        self._grads = None
-
-    def __call__(self, v: list[torch.Tensor]) -> list[torch.Tensor]:
-        if self.kind == "double_backward":
-            return self.reduce(self._double_backward(v))
-        return self._finite_difference(v)
-
-    def _double_backward(self, v):
-        active = [o for o in self.objectives if o.active]
-        if not active:
-            return [torch.zeros_like(x) for x in v]
-        # the math attention kernel: the fused ones have no second derivative
-        with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH):
-            if self._grads is None:
-                self._grads = [o.grad(create_graph=True) for o in active]
-            dot = sum((gi * vi.to(gi.dtype)).sum() for g in self._grads for gi, vi in zip(g, v))
-            if not dot.requires_grad:  # no parameter reaches the objective's second derivative
-                return [torch.zeros_like(p) for p in self.params]
-            hv = torch.autograd.grad(dot, self.params, retain_graph=True, allow_unused=True)
-        return [torch.zeros_like(p) if h is None else h.detach() for p, h in zip(self.params, hv)]
-
-    def _finite_difference(self, v):
-        for o in self.objectives:
-            if hasattr(o, "anchor"):
-                o.anchor()
-        params = self.params
-        saved = [p.detach().clone() for p in params]
-        norm_v = math.sqrt(_dot(v, v))
-        if norm_v == 0:
-            return [torch.zeros_like(x) for x in v]
-        h = self.eps * max(math.sqrt(_dot(saved, saved)), 1.0) / norm_v
-        grads = []
-        try:
-            for sign in (1.0, -1.0):
-                with torch.no_grad():
-                    for p, s, x in zip(params, saved, v):
-                        p.copy_(s + sign * h * x.to(s.dtype))
-                total = None
-                for o in self.objectives:
-                    g = o.grad()
-                    total = g if total is None else [a + b for a, b in zip(total, g)]
-                grads.append(total)
-        finally:
-            with torch.no_grad():
-                for p, s in zip(params, saved):
-                    p.copy_(s)
-        up = [torch.promote_types(a.dtype, torch.float32) for a in grads[0]]  # bf16 gradients: in fp32
-        return self.reduce([(a.to(t) - b.to(t)) / (2 * h) for a, b, t in zip(*grads, up)])
-
-
-def hessian_vector_product(objectives, v: list[torch.Tensor], kind: str, eps: float, reduce=None):
-    """One H v (see :class:`HessianVectorProducts`, which keeps what several products at one point share)."""
-    with HessianVectorProducts(objectives, kind, eps, reduce) as hvp:
-        return hvp(v)
-
-
-def power_iteration(hvp, v: list[torch.Tensor], iterations: int) -> tuple[float, list[torch.Tensor] | None]:
-    """The Rayleigh quotient v'Hv of the last of ``iterations`` power-iteration steps from ``v`` (the
-    eigenvalue of largest magnitude, signed, as the steps converge) and the next (normalised) vector."""
-    rayleigh = math.nan
-    for _ in range(iterations):
-        norm = math.sqrt(_dot(v, v))
-        if norm == 0:
-            return math.nan, None
-        v = [x / norm for x in v]
-        hv = hvp(v)
-        rayleigh = _dot(v, hv)
-        v = hv
-    norm = math.sqrt(_dot(v, v))
-    return rayleigh, ([x / norm for x in v] if norm > 0 else None)
-
-
-class InstrumentBudget:
-    """The cadence of an instrument whose ``every_rollouts`` is left null: it measures whenever its
-    seconds so far plus the expected seconds of one more measurement stay within ``share`` of the
-    run's wall time so far (the trainer's clock: evaluations and checkpoints included), so that it
-    spends at most that share, whatever B, K, the model or the machine. The expected seconds are those
-    of its last measurement; before the first, ``prior_cycles`` times the last rollout's seconds (what
-    a measurement cost in docs/theory.md, "Cost and checks"), so a run too short to afford even one
-    measurement makes none. Measured online from the phase timers: which rollouts measure depends on
-    wall time (like ``perf/``), nothing else does; the training trajectory does not depend on the
-    instruments (an LR rule that reads them gets a fixed cadence, see :class:`ThetaOldInstruments`).
-    The totals are part of the checkpoint."""
-
-    def __init__(self, share: float, prior_cycles: float):
-        self.share, self.prior_cycles = share, prior_cycles
-        self.spent = 0.0  # seconds of all measurements so far
-        self.last = 0.0  # seconds of the last measurement (0: none yet)
-        self.rollout = -1  # the rollout of the last measurement (its parts on one rollout add up)
-
-    def due(self, wall: float, cycle: float) -> bool:
-        """``wall``: the run's wall time so far; ``cycle``: the last rollout's seconds (0: none yet)."""
-        expected = self.last if self.last > 0 else self.prior_cycles * cycle
-        return expected > 0 and self.spent + expected <= self.share * wall
-
-    def charge(self, seconds: float, rollout: int | None = None) -> None:
-        """Add ``seconds`` of measuring; several charges on one ``rollout`` are one measurement (the
-        noise at theta_old and Adam's noise scale, say), whose total is the next one's expected cost."""
-        self.spent += seconds
-        same = rollout is not None and rollout == self.rollout
-        self.last = self.last + seconds if same else seconds
-        self.rollout = rollout if rollout is not None else -1
-
-    def state_dict(self) -> dict[str, float]:
-        return {"spent": self.spent, "last": self.last, "rollout": self.rollout}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.spent, self.last = float(state.get("spent", 0.0)), float(state.get("last", 0.0))
-        self.rollout = int(state.get("rollout", -1))
-
-
-# the expected cost of a first measurement, in rollouts (docs/theory.md, "Cost and checks": noise at
-# theta_old 0.21-0.33 of a cycle, a curvature measurement 1.8-2.7 cycles), rounded up
-PRIOR_CYCLES = {"noise": 0.35, "curvature": 3.0}
-# the cadences an LR rule that reads the noise estimates gets when they are left null (the previous
-# fixed defaults): its learning rates must not depend on wall time
-READ_BY_LR_EVERY = {"at_theta_old": 8, "curvature": 128}
-
-
-def preconditioned_power_iteration(
-    hvp, P: list[torch.Tensor], v: list[torch.Tensor], iterations: int
-) -> float:
-    """The top eigenvalue of P^(1/2) H P^(1/2) (the spectrum of P H, Adam's preconditioned Hessian) by
-    :func:`power_iteration` on v -> P^(1/2) H (P^(1/2) v); a Rayleigh quotient after ``iterations`` steps."""
-    root = [w.sqrt() for w in P]
-
-    def product(x):
-        hx = hvp([r.to(t.dtype) * t for r, t in zip(root, x)])
-        return [r.to(h.dtype) * h for r, h in zip(root, hx)]
-
-    value, _ = power_iteration(product, v, iterations)
-    return value
-
-
-def adam_threshold(beta1: float) -> float:
-    """Adam's stability threshold of eta * lambda_max(P H): 2 (1 + beta1) / (1 - beta1) (38 at beta1 = 0.9;
-    Cohen et al. 2022, "Adaptive gradient methods at the edge of stability")."""
-    return 2.0 * (1.0 + beta1) / (1.0 - beta1)
 
 
 class ThetaOldInstruments:
@@ -683,14 +410,14 @@ class ThetaOldInstruments:
                 total = g if total is None else [a + b for a, b in zip(total, g)]
             g1 = self._reduce(total)
         u = [p.detach().float() - s.float() for p, s in zip(objectives[0].params, theta0)]
-        uu = _dot(u, u)
+        uu = dot(u, u)
         perf["curvature_s"] = perf.get("curvature_s", 0.0) + time.perf_counter() - t
         # the measurement's both parts, on the rollout it was decided for
         self.budget["curvature"].charge(perf["curvature_s"], self._due[0] if self._due else None)
         if uu == 0:
             return {"curv/uHu": math.nan}
         return {
-            "curv/uHu": _dot(u, [a.float() - b.float() for a, b in zip(g1, g0)]) / uu,
+            "curv/uHu": dot(u, [a.float() - b.float() for a, b in zip(g1, g0)]) / uu,
             "curv/update_norm": math.sqrt(uu),
         }
 

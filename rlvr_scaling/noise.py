@@ -232,7 +232,7 @@ def two_half_estimates(mean_a, mean_b, n_a: float, n_b: float, weight=None) -> d
     The cross product of the two half means is the unbiased signal: no sample meets itself, so no
     noise term enters (unlike |mean|^2). With prompts as the unit (responses of a prompt correlated),
     the halves are sets of whole prompts and ``Sigma`` is the covariance of one prompt's mean gradient;
-    :func:`rlvr_scaling.curvature.cell_estimates` splits it further into within and between prompts."""
+    :func:`rlvr_scaling.noise_cells.cell_estimates` splits it further into within and between prompts."""
     w = 1.0 if weight is None else weight
     diff = mean_a - mean_b
     return {

@@ -32,7 +32,7 @@ class NoiseParams:
     at_theta_old: bool = True
     prompts_at_theta_old: int = 0  # prompts in its subsample (0: B / (K G), one minibatch's worth, >= 2)
     # the cadences: on every n-th rollout (noise also whenever curvature runs; curvature 0 = off), or
-    # null = from `budget` (curvature.InstrumentBudget); curvature needs at_theta_old
+    # null = from `budget` (instrument_budget.InstrumentBudget); curvature needs at_theta_old
     at_theta_old_every_rollouts: int | None = None
     curvature_every_rollouts: int | None = None
     # the fraction of the run's wall time that the cadences left null may spend (shared equally): a
