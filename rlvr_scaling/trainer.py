@@ -10,6 +10,8 @@ their own modules:
     log-probs    (logprobs.py)      pi_old (behaviour or recomputed), pi_ref, entropy
     noise        (noise.py)         per-sample gradient noise at theta_old, when due; handed to
                                     the K steps (the LR rule may read it)
+    at theta_old (curvature.py)     the cells' noise, Adam's noise scale, curvature when due (its secant
+                                    after the steps); parts: noise_cells, hessian, instrument_budget
     optimize     (optimize.py)      K optimizer steps (loss, LR rule, noise instruments)
     sync         (staleness.py)     the engine gets the weights for the next rollout: the new ones,
                                     or those rollout.staleness updates old
