@@ -105,9 +105,13 @@ def main(argv=None) -> int:
     p.add_argument("--draws", type=int, default=500, help="synthetic studies per correlation")
     p.add_argument("--bootstrap", type=int, default=1000, help="seed-bootstrap resamples per study")
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--corr", type=float, nargs="+", default=[0.3, 0.6, 0.9], help="correlation of the targets")
     p.add_argument(
-        "--weights", default=None, help="weighting of the common α (analysis.fits.cross.WEIGHTINGS; default the shipped)"
+        "--corr", type=float, nargs="+", default=[0.3, 0.6, 0.9], help="correlation of the targets"
+    )
+    p.add_argument(
+        "--weights",
+        default=None,
+        help="weighting of the common α (analysis.fits.cross.WEIGHTINGS; default the shipped)",
     )
     p.add_argument("--gls", action="store_true", help="also the GLS interval with estimated weights")
     args = p.parse_args(argv)
@@ -123,10 +127,10 @@ def main(argv=None) -> int:
             [one_draw(corr, d, args.bootstrap, args.seeds, args.weights, args.gls) for d in range(args.draws)]
         )
 
-        def cover(lo, hi):
+        def cover(lo, hi, v=v):
             return np.mean((v[:, lo] <= ALPHA) & (ALPHA <= v[:, hi]))
 
-        def width(lo, hi):
+        def width(lo, hi, v=v):
             return np.median(v[:, hi] - v[:, lo])
 
         targets = [3 + 2 * j for j in range(len(SIGMAS))]
