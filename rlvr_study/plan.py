@@ -17,18 +17,35 @@ exponent is ``V = [I^{-1}]_{alpha alpha}`` (resolution and censoring both make `
 uncensored ``n_B (1, log B)(1, log B)^T / sigma^2``, so they cost seeds). The **planned width** is the
 median width of the interval the fit will report::
 
-    width = 2 * t_{N - m}(0.975) * sqrt(V) * sqrt(median(chi2_{N - m}) / (N - m))
+    width = 2 * t_nu(0.975) * sqrt(V) * sqrt(median(chi2_nu) / nu)
 
 or, with an **assurance** level q (``--assurance``; the study's default 0.8), the width met in a share
-q of repetitions: the q-quantile of chi2 in place of its median
+q of repetitions: the q-quantile of chi2_nu in place of its median. ``nu`` is the degrees of freedom of
+the interval the report prints for that design (:mod:`analysis.fits.fit`, :mod:`analysis.fits.seed_blocks`):
 
-with ``N`` runs at ``m`` sizes: the fit's bootstrap interval is scaled to a Student-t pivot with
-``N - m`` degrees of freedom (:mod:`analysis.fits.fit`), and it is proportional to the estimated scatter,
-whose median is ``sigma`` times the last factor. Expected information was chosen over a simulation-based
-plan because it is exact for the discretised observation and costs microseconds per design, so the
-allocation can be searched seed by seed; the simulation is kept for checking
-(:func:`simulate_widths`: the median achieved width of the project's own fit on sweeps drawn at the
-planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/study/plan_check.py``).
+* **seeds as clusters** (the report's default where the design has at least 5 seeds and every size
+  two of them; seed ``s`` runs at every size holding more than ``s`` runs, as a study adds them): the
+  interval is the seed-cluster bootstrap scaled by ``sqrt(S / (S - 1)) t_{S-1}(0.975) / z(0.975)``, i.e.
+  ``alpha ± t_{S-1} s_u / sqrt(S)`` with ``s_u`` the spread of the seeds' contributions to the
+  estimate, and ``s_u^2 / S`` is distributed as ``V chi2_{S-1} / (S - 1)`` for S seeds that carry
+  equal information. Where seeds carry unequal information (extra seeds at the extreme sizes only)
+  ``nu`` is Satterthwaite's ``(S - 1) (sum_s v_s)^2 / (S sum_s v_s^2)``, ``v_s`` the expected variance of
+  seed s's contribution, ``sum_s [I^{-1} I_b I^{-1}]_{alpha alpha}`` over its runs (our reading of the
+  small-sample correction of a cluster variance, Bell & McCaffrey 2002, *Survey Methodology* 28:169;
+  it is ``S - 1`` for complete seeds);
+* **runs within sizes** (fewer seeds, or ``resample="runs"``): the bootstrap scaled to a Student-t pivot
+  with ``nu = N - m`` degrees of freedom (N runs at m sizes).
+
+The interval is proportional to the estimated spread, whose q-quantile is ``sqrt(V)`` times the last
+factor. Before the seed clusters were planned the plan assumed ``N - m`` for every design, and for 5
+seeds x 5 sizes its "80 %" width was met in under half of the repetitions
+(``benchmarks/assurance_check.py``; figures in docs/study.md). γ (the failure clock) is planned the same
+way (:func:`failure_truth`): onsets bracketed by whole rollouts, right-censored at the horizon. Expected
+information was chosen over a simulation-based plan because it is exact for the discretised
+observation and costs microseconds per design, so the allocation can be searched seed by seed; the
+simulation is kept for checking (:func:`simulate_widths`: the widths of the project's own fit on sweeps
+drawn at the planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/study/plan_check.py``,
+``benchmarks/assurance_check.py``).
 
 **Allocation.** Greedy in seeds: every candidate size starts with ``min_seeds`` (default 2) runs, and
 each further run goes to the size whose run lowers ``V`` the most per response spent, until the planned
@@ -41,7 +58,8 @@ at the budget is dropped (its runs cost the budget and carry almost no informati
 **Difference of two conditions** ``alpha_1 - alpha_2`` with the same design in both: variance
 ``V_1 + V_2 - 2 rho sqrt(V_1 V_2)``, ``rho`` the correlation of the two exponents' estimates (0 for
 independent seeds; with paired seeds it is about the correlation of the same seed's residuals between
-the conditions), ``N_1 + N_2 - 2m`` degrees of freedom.
+the conditions); ``N_1 + N_2 - 2m`` degrees of freedom, or with seeds as clusters (the two conditions
+share their seed ids, and the report pairs them) the S − 1 of the seeds' contributions to the difference.
 
 **Cost.** A run costs its budget in responses (rounded up to whole rollouts); the wall time of a run at
 ``B`` is responses times seconds per response at ``B`` (the pilot's ``wall_seconds`` clock, fitted as
@@ -65,6 +83,7 @@ from scipy.special import log_ndtr, ndtr, stdtrit
 from scipy.stats import chi2
 
 from analysis.fits.fit import fit_power_law
+from analysis.fits.seed_blocks import MIN_SEEDS, RESAMPLING, resample_weights
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -158,17 +177,54 @@ def size_information(size: float, truth: Truth) -> tuple[np.ndarray, float]:
     return info, p_censored
 
 
-def width_factor(df: int, assurance: float = 0.5) -> float:
+def width_factor(df: float, assurance: float = 0.5) -> float:
     """``2 t_df(0.975) sqrt(q_assurance(chi2_df) / df)``: planned width per unit standard error.
 
-    The fit's interval is proportional to the estimated scatter, distributed as
-    ``sigma sqrt(chi2_df / df)``; at ``assurance = 0.5`` the planned width is the median width the
-    fit will report, at ``assurance = 0.8`` the width it stays under in 80 % of repetitions (the
-    "assurance" of sample-size planning: Kupper & Hafner 1989, *Am. Stat.* 43:101; here the only
-    random factor modelled is the scatter's estimate)."""
-    if df < 1:
+    The fit's interval is proportional to the estimated spread, distributed as
+    ``sqrt(V chi2_df / df)`` (``df``: :func:`interval_df`); at ``assurance = 0.5`` the planned width is
+    the median width the fit will report, at ``assurance = 0.8`` the width it stays under in 80 % of
+    repetitions (the "assurance" of sample-size planning: Kupper & Hafner 1989, *Am. Stat.* 43:101; here
+    the only random factor modelled is the spread's estimate)."""
+    if not df >= 1:
         return math.inf
     return float(2 * stdtrit(df, 0.975) * math.sqrt(chi2.ppf(assurance, df) / df))
+
+
+def seed_variances(counts, infos, rho: float = 0.0) -> np.ndarray:
+    """Expected variance ``v_s`` of each seed's contribution to the exponent (to the difference of two
+    conditions' exponents with ``infos`` of length 2, correlation ``rho``), ``[S]``: seed ``s`` runs at
+    every size holding more than ``s`` runs; ``infos`` ``[c, m, 3, 3]`` one run's information per size."""
+    counts = np.asarray(counts, int)
+    held = np.arange(int(counts.max()))[:, None] < counts[None, :]  # [S, m]
+    per = []
+    for info in infos:
+        total = np.einsum("m,mij->ij", counts.astype(float), info)
+        try:
+            row = np.linalg.inv(total)[1]
+        except np.linalg.LinAlgError:
+            return np.full(held.shape[0], np.nan)
+        per.append(held @ np.einsum("i,mij,j->m", row, info, row))  # influence variance of one run
+    if len(per) == 1:
+        return per[0]
+    return per[0] + per[1] - 2 * rho * np.sqrt(per[0] * per[1])
+
+
+def interval_df(counts, infos, rho: float = 0.0, resample: str = "seeds") -> float:
+    """Degrees of freedom of the interval the report prints for a design of ``counts`` runs per size
+    (module docstring): seeds as clusters where :mod:`analysis.fits.seed_blocks` resamples them (at
+    least ``MIN_SEEDS`` seeds, every size with two; ``resample="seeds"``, the report's default),
+    Satterthwaite's ``(S - 1) (sum v_s)^2 / (S sum v_s^2)`` (:func:`seed_variances`; ``S - 1`` for
+    complete seeds); otherwise the within-size bootstrap's ``N - m`` per condition."""
+    if resample not in RESAMPLING:
+        raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
+    counts = np.asarray(counts, int)
+    kept = counts[counts > 0]
+    S = int(counts.max()) if counts.size else 0
+    if resample == "seeds" and S >= MIN_SEEDS and (kept >= 2).all():
+        v = seed_variances(counts, infos, rho)
+        if np.isfinite(v).all() and v.sum() > 0:
+            return float(max((S - 1) * v.sum() ** 2 / (S * (v * v).sum()), 1.0))
+    return float(len(infos) * (int(counts.sum()) - int(kept.size)))
 
 
 def alpha_variance(info: np.ndarray) -> float:
@@ -231,9 +287,11 @@ def plan_design(
     max_censored: float = 0.9,
     seconds_per_response=None,
     assurance: float = 0.5,
+    resample: str = "seeds",
 ) -> Design:
     """Greedy allocation (module docstring) for one condition (``truths`` of length 1) or for the
-    difference of two conditions run with the same design (length 2, correlation ``rho``)."""
+    difference of two conditions run with the same design (length 2, correlation ``rho``); ``resample``:
+    the report's bootstrap (:func:`interval_df`)."""
     sizes = np.asarray(sorted({float(b) for b in sizes}), float)
     infos = np.stack([[size_information(b, t)[0] for b in sizes] for t in truths])  # [c, m, 3, 3]
     pcens = np.array([[size_information(b, t)[1] for b in sizes] for t in truths]).max(0)
@@ -258,7 +316,7 @@ def plan_design(
         return vs[0] + vs[1] - 2 * rho * math.sqrt(vs[0] * vs[1])
 
     def planned(counts: np.ndarray, v: float) -> float:
-        df = len(truths) * (int(counts.sum()) - int((counts > 0).sum()))
+        df = interval_df(counts, infos, rho, resample)
         return width_factor(df, assurance) * math.sqrt(v) if v >= 0 else math.nan
 
     v = variance(n)
@@ -291,12 +349,21 @@ def plan_design(
     return design
 
 
-def design_width(sizes, seeds, truth: Truth, assurance: float = 0.5) -> float:
-    """Planned width of a given design (no search), met with probability ``assurance``."""
+def design_width(sizes, seeds, truth: Truth, assurance: float = 0.5, resample: str = "seeds") -> float:
+    """Planned width of a given design (no search), met with probability ``assurance`` by the interval
+    the report prints (``resample``: its bootstrap, :func:`interval_df`)."""
     sizes, seeds = np.asarray(sizes, float), np.asarray(seeds, int)
-    info = sum(n * size_information(b, truth)[0] for b, n in zip(sizes, seeds))
-    df = int(seeds.sum()) - int((seeds > 0).sum())
-    return width_factor(df, assurance) * math.sqrt(alpha_variance(info))
+    infos = np.stack([[size_information(b, truth)[0] for b in sizes]])
+    info = np.einsum("m,mij->ij", seeds.astype(float), infos[0])
+    return width_factor(interval_df(seeds, infos, 0.0, resample), assurance) * math.sqrt(alpha_variance(info))
+
+
+def failure_truth(gamma: float, prefactor: float, sigma: float, horizon: float) -> Truth:
+    """What the plan assumes about γ's fit (the failure clock): onsets ``d B^gamma`` with log-normal
+    scatter ``sigma``, each known to the rollout it falls in (the detector's onset row; the window a
+    smoothed statistic adds is ignored) and right-censored at ``horizon``, the responses the runs are
+    read to. An evaluation after every rollout is the observation model of :func:`size_information`."""
+    return Truth(alpha=gamma, intercept=math.log(prefactor), sigma=sigma, budget=horizon, schedule=None)
 
 
 # ----------------------------------------------------------------------------------------- checking
@@ -325,15 +392,19 @@ def simulate_crossings(sizes, seeds, truth: Truth, rng: np.random.Generator):
 
 
 def simulate_widths(
-    sizes, seeds, truth: Truth, n_sweeps: int = 100, n_boot: int = 200, seed: int = 0
+    sizes, seeds, truth: Truth, n_sweeps: int = 100, n_boot: int = 200, seed: int = 0, resample: str = "seeds"
 ) -> np.ndarray:
-    """Widths of the fit's 95 % interval (:func:`analysis.fits.fit.fit_power_law`, bootstrap) on
-    ``n_sweeps`` sweeps simulated at the design."""
+    """Widths of the 95 % interval the report prints (:func:`analysis.fits.fit.fit_power_law` on the
+    resamples of :func:`analysis.fits.seed_blocks.resample_weights`: seed ``k`` of a size is the k-th run
+    there, seeds as clusters where the design allows) on ``n_sweeps`` sweeps simulated at the design."""
     rng = np.random.default_rng(seed)
     out = np.empty(n_sweeps)
+    ids = np.concatenate([np.arange(int(n)) for n in seeds])
     for i in range(n_sweeps):
         B, v, c, lo = simulate_crossings(sizes, seeds, truth, rng)
-        fit = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, rng=rng)
+        runs = pd.DataFrame({"B": B, "seed": ids})
+        W, _, clusters, _ = resample_weights(runs, n_boot, seed + i, resample, "plan")
+        fit = fit_power_law(B, v, c, lower=lo, n_boot=n_boot, weights=W, n_clusters=clusters)
         out[i] = fit.ci_high - fit.ci_low
     return out
 

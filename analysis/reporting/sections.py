@@ -334,8 +334,10 @@ def common_lines(common) -> list[str]:
             "",
             "## A common α across targets",
             "",
-            "Minimum-distance (GLS) combination of the target exponents with their joint bootstrap covariance; "
-            "χ² tests that every target has the same α (`analysis/fits/cross.py`).",
+            "Fixed-weight mean of the target exponents (inverse-variance weights from their Wald errors), its "
+            "interval the seed-cluster t interval of that mean over the targets' paired replicates (a resample "
+            "where a target is not identified widens it); χ² (Hotelling's T² with seeds as clusters) tests "
+            "that every target has the same α (`analysis/fits/cross.py`).",
             "",
         ]
         rows = [

@@ -3,7 +3,9 @@
 For each design: the planner's width (expected information of the interval-censored likelihood,
 module docstring of rlvr_study/plan.py), then ``--sweeps`` sweeps simulated at that design with the
 evaluation grid and the budget (resolution and censoring), each fitted with analysis.fits.fit's bootstrap;
-the median achieved width should be within +-20 % of the planned one. ``exact-time plan``: the width
+the median achieved width should be within +-20 % of the planned one. ``--resample`` is the report's
+bootstrap the plan and the fits assume (``seeds``, its default: seeds as clusters where a design has at
+least 5 seeds and two at every size; ``runs``: within sizes, N - m degrees of freedom). ``exact-time plan``: the width
 the same design would be planned at if crossings were known exactly and never censored (what resolution
 and censoring add); ``unbounded``: sweeps whose interval the fit reports as unbounded. ``--full`` also runs one design
 through the whole path (analysis.synthetic run records -> analysis.data.clock_tables -> analysis.fits.exponents fits)::
@@ -79,7 +81,8 @@ def full_path(truth: Truth, sizes, seeds, sweeps: int, n_boot: int) -> float:
 
 
 def difference_widths(truths: list[Truth], sizes, seeds, sweeps: int, n_boot: int) -> np.ndarray:
-    """Widths of the fit's interval of alpha_2 - alpha_1 (independent seeds), per simulated pair."""
+    """Widths of the fit's interval of alpha_2 - alpha_1 (independent seeds, within-size bootstrap), per
+    simulated pair."""
     rng = np.random.default_rng(4)
     out = np.empty(sweeps)
     for i in range(sweeps):
@@ -97,16 +100,18 @@ def main() -> None:
     p.add_argument("--sweeps", type=int, default=100, help="simulated sweeps per design")
     p.add_argument("--bootstrap", type=int, default=400, help="bootstrap resamples per fit")
     p.add_argument("--full", action="store_true", help="also one design through run records and clocks")
+    p.add_argument("--resample", choices=("seeds", "runs"), default="seeds", help="the report's bootstrap")
     args = p.parse_args()
+    rs = args.resample
     print(
         f"{'design':52s} {'seeds per size':34s} {'runs':>4s} {'planned':>8s} {'achieved':>8s} {'ratio':>6s}"
     )
     for name, (truth, sizes, width) in DESIGNS.items():
         t0 = time.perf_counter()
-        d = plan_design(sizes, [truth], width)
-        widths = simulate_widths(d.sizes, d.seeds, truth, args.sweeps, args.bootstrap, seed=1)
+        d = plan_design(sizes, [truth], width, resample=rs)
+        widths = simulate_widths(d.sizes, d.seeds, truth, args.sweeps, args.bootstrap, seed=1, resample=rs)
         med = float(np.median(widths))
-        naive = design_width(d.sizes, d.seeds, Truth(truth.alpha, truth.intercept, truth.sigma))
+        naive = design_width(d.sizes, d.seeds, Truth(truth.alpha, truth.intercept, truth.sigma), resample=rs)
         print(
             f"{name:52s} {d.allocation():34s} {d.n_runs:4d} {d.width:8.3f} {med:8.3f} {med / d.width:6.2f}"
             f" {naive:15.3f} {int(np.isinf(widths).sum()):9d}   ({time.perf_counter() - t0:.1f} s)"
@@ -114,14 +119,16 @@ def main() -> None:
     # an equal allocation for comparison, and the whole path
     truth, sizes, _ = DESIGNS["dense evals, little censoring"]
     seeds = [3] * len(sizes)
-    planned = design_width(sizes, seeds, truth)
-    med = float(np.median(simulate_widths(sizes, seeds, truth, args.sweeps, args.bootstrap, seed=2)))
+    planned = design_width(sizes, seeds, truth, resample=rs)
+    med = float(
+        np.median(simulate_widths(sizes, seeds, truth, args.sweeps, args.bootstrap, seed=2, resample=rs))
+    )
     label = "equal 3 per size (dense evals)"
     alloc = " ".join(f"{b}:{n}" for b, n in zip(sizes, seeds))
     print(f"{label:52s} {alloc:34s} {sum(seeds):4d} {planned:8.3f} {med:8.3f} {med / planned:6.2f}")
     pair = [DESIGNS["make-study-like sigma 0.21, geometric evals"][0]] * 2
     pair[1] = Truth(0.4, pair[0].intercept, pair[0].sigma, pair[0].budget, pair[0].schedule)
-    d = plan_design(DESIGNS["make-study-like sigma 0.21, geometric evals"][1], pair, 0.15)
+    d = plan_design(DESIGNS["make-study-like sigma 0.21, geometric evals"][1], pair, 0.15, resample="runs")
     med = float(np.median(difference_widths(pair, d.sizes, d.seeds, args.sweeps, args.bootstrap)))
     label = "alpha 0.2 vs 0.4 (study-like), difference, each"
     print(f"{label:52s} {d.allocation():34s} {d.n_runs:4d} {d.width:8.3f} {med:8.3f} {med / d.width:6.2f}")

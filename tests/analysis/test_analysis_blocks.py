@@ -101,16 +101,20 @@ def test_seed_correlations_are_measured():
 
 def test_common_exponent_stays_between_the_targets_when_gls_would_extrapolate():
     # two targets whose replicates are almost perfectly correlated with unequal spread (what a seed
-    # bootstrap over few seeds gives): GLS would put a negative weight on one and land outside
+    # bootstrap over few seeds gives): GLS would put a negative weight on one and land outside; the
+    # fixed inverse-variance weights (from the fits' standard errors) stay a convex combination
     from analysis.fits.cross import common_exponent
     from analysis.fits.fit import FitResult
 
     rng = np.random.default_rng(0)
     z = rng.standard_normal(1000)
-    a = FitResult(exponent=0.20, boot_slopes=0.20 + 0.10 * z + 0.005 * rng.standard_normal(1000))
-    b = FitResult(exponent=0.30, boot_slopes=0.30 + 0.05 * z + 0.005 * rng.standard_normal(1000))
+    a = FitResult(exponent=0.20, se=0.10, boot_slopes=0.20 + 0.10 * z + 0.005 * rng.standard_normal(1000))
+    b = FitResult(exponent=0.30, se=0.05, boot_slopes=0.30 + 0.05 * z + 0.005 * rng.standard_normal(1000))
     out = common_exponent([a, b])
     assert 0.20 <= out["exponent_common"] <= 0.30
-    assert "inverse-variance" in out["note"]
     w = [float(x) for x in out["weights"].split()]
-    assert min(w) >= 0 and abs(sum(w) - 1) < 1e-9
+    assert w == pytest.approx([0.2, 0.8], abs=1e-3) and abs(sum(w) - 1) < 1e-9
+    # without a standard error or a finite interval for a target: equal weights, said so
+    a.se = np.nan
+    equal = common_exponent([a, b])
+    assert equal["weights"] == "0.500 0.500" and "equal weights" in equal["note"]

@@ -52,8 +52,9 @@ def test_a_profile_widened_target_widens_the_common_alpha():
     assert lo == pytest.approx(0.0, abs=0.005) and hi == pytest.approx(0.7, abs=0.005)
     narrow = common_exponent([a, b_boot])
     wide = common_exponent([a, b_wide])
-    # the widened target gets its small GLS weight: the common interval is no narrower than the
-    # best-measured target's, and wider than the one the degenerate replicates alone would give
+    # the widened target's weight falls with its reported half-width (it has no Wald error here): the
+    # common interval is no narrower than the best-measured target's, and wider than the one the
+    # degenerate replicates alone would give
     width = wide["ci_high"] - wide["ci_low"]
     assert width >= 0.95 * (a.ci_high - a.ci_low) and width > narrow["ci_high"] - narrow["ci_low"]
     assert float(wide["weights"].split()[1]) < 0.1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -127,15 +128,22 @@ def test_common_exponent_gls_and_test():
     assert common["n_targets"] == 2 and common["df"] == 1
     assert common["ci_low"] <= 0.3 <= common["ci_high"]
     assert common["p_common"] > 0.01  # the generator gives every target the same exponent
-    # two unrelated estimates with a known covariance: GLS weights and chi-square by hand
+    # two unrelated estimates with a known covariance: inverse-variance weights from the fits' standard
+    # errors, the interval from the weighted replicates and the chi-square by hand
     from analysis.fits.fit import FitResult
 
-    a, b = FitResult(exponent=0.2), FitResult(exponent=0.5)
+    a, b = FitResult(exponent=0.2, se=0.1), FitResult(exponent=0.5, se=0.2)
     reps = rng.multivariate_normal([0.2, 0.5], [[0.01, 0.0], [0.0, 0.04]], size=4000)
     a.boot_slopes, b.boot_slopes = reps[:, 0], reps[:, 1]
     res = common_exponent([a, b])
-    assert res["exponent_common"] == pytest.approx(0.8 * 0.2 + 0.2 * 0.5, abs=0.01)
+    assert res["weights"] == "0.800 0.200"
+    assert res["exponent_common"] == pytest.approx(0.8 * 0.2 + 0.2 * 0.5, abs=1e-12)
+    half = 1.96 * math.sqrt(0.8**2 * 0.01 + 0.2**2 * 0.04)
+    assert res["ci_low"] == pytest.approx(0.26 - half, abs=0.01)
+    assert res["ci_high"] == pytest.approx(0.26 + half, abs=0.01)
     assert res["chi2"] == pytest.approx(0.3**2 / 0.05, rel=0.1)
+    equal = common_exponent([a, b], weighting="equal")
+    assert equal["exponent_common"] == pytest.approx(0.35) and equal["chi2"] == res["chi2"]
 
 
 def test_results_do_not_depend_on_the_order_runs_are_found():

@@ -363,18 +363,70 @@ def common_and_failure(tmp_path_factory):
     return study, measure(study), per_target, measure(per_target)
 
 
-def test_the_common_alpha_is_the_requested_interval_where_targets_agree(common_and_failure):
+def test_the_common_alpha_is_requested_with_every_target_where_targets_agree(common_and_failure):
     study, m, per_target, m_per = common_and_failure
-    rows = m.widths.set_index("condition")
-    assert rows.loc[0, "clock"] == "common" and rows.loc[0, "goal"] == study.width
-    assert abs(rows.loc[0, "exponent"] - 0.3) < 0.2
+    mine = m.widths[m.widths["condition"] == 0].set_index("clock")
+    # the common alpha and every target's alpha, each against the one requested width
+    assert set(mine.index) == {"common", "target:0.3", "target:0.4"}
+    assert (mine["goal"] == study.width).all()
+    assert abs(mine.loc["common", "exponent"] - 0.3) < 0.2
     # a weighted mean of the targets' exponents: no wider than theirs (the synthetic targets are crossings
     # of one curve, so nearly as wide)
-    assert rows.loc[0, "width"] <= 1.05 * rows.loc[0, "targets_width"]
+    targets = mine.loc[["target:0.3", "target:0.4"], "width"]
+    assert mine.loc["common", "width"] <= 1.05 * mine.loc["common", "targets_width"]
+    assert mine.loc["common", "targets_width"] == pytest.approx(targets.median())
     assert set(m_per.widths[m_per.widths["condition"] == 0]["clock"]) == {"target:0.3", "target:0.4"}
     # the failure condition's requested interval is gamma's, against failure_width
+    rows = m.widths.set_index("condition")
     assert rows.loc[1, "clock"] == "failure" and rows.loc[1, "goal"] == 0.6
     assert math.isfinite(rows.loc[1, "exponent"])
+
+
+def test_a_met_common_width_does_not_stop_the_study_while_a_target_is_open(common_and_failure):
+    # the last replicate at 3.16e-6: the common alpha 0.033 wide ("met") while every target was
+    # 0.185-0.224 wide; every target's width is held to the same goal as the common one
+    import pandas as pd
+
+    from rlvr_study.measure import Measurement, _width_rows
+
+    study, m, _, _ = common_and_failure
+    mine = pd.DataFrame(
+        {
+            "clock": ["target:0.3", "target:0.4"],
+            "ci_low": [0.10, 0.09],
+            "ci_high": [0.285, 0.314],
+            "exponent": [0.19, 0.2],
+        }
+    )
+    label = m.labels[0]
+    common = pd.DataFrame(
+        [
+            {
+                "condition": label,
+                "targets": "0.3 0.4",
+                "p_common": 0.5,
+                "ci_low": 0.18,
+                "ci_high": 0.213,
+                "exponent_common": 0.195,
+            }
+        ]
+    )
+    rows = pd.DataFrame(_width_rows(study, 0, label, mine, [0.3, 0.4], common))
+    assert list(rows["clock"]) == ["common", "target:0.3", "target:0.4"]
+    assert rows["width"].iloc[0] == pytest.approx(0.033) and rows["width"].iloc[0] <= study.width
+    assert (rows["width"].iloc[1:] > study.width).all()
+    met = pd.concat([rows, m.widths[m.widths["condition"] == 1].assign(width=0.5)], ignore_index=True)
+    measured = Measurement(met, m.runs, m.responses, m.group_size)
+    assert stop_before_round(study, measured, 1, RoundBudget(1e12)) is None
+    # the open targets are planned (their own rows ask for runs at condition 0)
+    pilots = pilot_conditions(str(study.folder), n_boot=200)
+    plan = plan_round(study, measured, pilots, BUDGET, RoundBudget(1e9))
+    assert any(x.condition == 0 for x in plan.launches)
+    # every target met as well: the widths are met
+    closed = met.copy()
+    closed.loc[closed["clock"].str.startswith("target:"), "width"] = 0.1
+    closed_m = Measurement(closed, m.runs, m.responses, m.group_size)
+    assert stop_before_round(study, closed_m, 1, RoundBudget(1e12)) is StopReason.WIDTHS_MET
 
 
 def test_common_and_failure_intervals_are_planned(common_and_failure):
@@ -386,7 +438,7 @@ def test_common_and_failure_intervals_are_planned(common_and_failure):
         for p in x.sizes:
             added[(x.condition, p)] = added.get((x.condition, p), 0) + len(x.seeds)
     rows = m.widths.set_index("condition")
-    if rows.loc[0, "width"] > study.width:
+    if (m.widths.loc[m.widths["condition"] == 0, "width"] > study.width).any():
         assert any(c == 0 for c, _ in added)
     # gamma: the runs at every size scale by (width / goal)^2, at most doubled in one round
     w = rows.loc[1, "width"]
