@@ -39,23 +39,9 @@ import numpy as np
 
 from .collect import derived_seed, generate_blocks, score_blocks
 from .engines.base import SamplingParams
+from .eval_schedule import next_eval_point
 
-
-def next_eval_point(e, responses: int) -> int:
-    """The schedule of ``eval`` config ``e``: the first point strictly after ``responses``.
-
-    Geometric: points ``round(first * 2^(k / ppd))`` while their spacing is at most ``every_responses``,
-    then every ``every_responses`` from the last such point on (the same points for every run)."""
-    if e.schedule == "linear":
-        return (responses // e.every_responses + 1) * e.every_responses
-    ratio = 2.0 ** (1.0 / e.points_per_doubling)
-    point, k = e.first_responses, 0
-    while point <= responses:
-        nxt = round(e.first_responses * ratio ** (k + 1))
-        if nxt - point > e.every_responses:  # past the crossover: linear from here on
-            return point + ((responses - point) // e.every_responses + 1) * e.every_responses
-        point, k = nxt, k + 1
-    return point
+__all__ = ["Evaluator", "full_needed", "next_eval_point"]
 
 
 class Evaluator:

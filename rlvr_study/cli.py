@@ -182,7 +182,7 @@ def check_config(study) -> tuple[float, int]:
     run budget (``train.max_responses``) and the group size G."""
     from omegaconf import OmegaConf
 
-    from rlvr_scaling.cli.compose import REPO_ROOT, compose
+    from rlvr_scaling.compose import REPO_ROOT, compose
     from rlvr_scaling.config import validate
     from rlvr_scaling.errors import ConfigError
 
