@@ -11,7 +11,9 @@ in one launcher call, through the launcher the study file names: one joblib batc
 default), one job array with ``slurm=<preset>``. Each run gets the directory a cartesian
 ``rlvr-train -m`` of the same overrides would give it. The study stops
 (:class:`rlvr_study.rounds.StopReason`) when every width is at most the goal, the budget (responses,
-hours) is spent, or ``max_rounds`` rounds have run, and writes the report with ``rlvr-analyze`` into
+hours) is spent, or ``max_rounds`` rounds have run, prints every condition's status with its reason
+(met, open, moved to gain targets, not identifiable within its horizon: :mod:`rlvr_study.triage`, which
+also decides which intervals the rounds chase), and writes the report with ``rlvr-analyze`` into
 ``<folder>/analysis``.
 
 State: ``<folder>/study_state.json`` records each round's command and job list before it launches, and
