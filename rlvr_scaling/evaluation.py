@@ -23,6 +23,13 @@ targets and the analysis read ``eval/accuracy`` rows only, and a full evaluation
 same pass (same seed, same numbers) whether or not the schedule is screened. ``docs/speed.md`` measures
 how often the brackets agree with a full evaluation at every point and what it saves.
 
+**Per-problem record.** Every evaluation also records which response of which problem was correct: one
+line of ``eval_problems.jsonl`` per evaluation (:func:`problem_record`; docs/design.md §6). Response
+``j`` of problem ``q`` draws from the stream ``(seed, q, j)`` alone (``engines.base.SampleKeys``), so
+an evaluation with fewer problems or fewer samples at the same points would have drawn exactly a subset
+of these responses: a thinner evaluation (fewer problems, fewer samples, a coarser cadence) is an exact
+subsample of the record, with common random numbers (``analysis.data.eval_records.replay``).
+
 A task may name further held-out sets (``Task.extra_validation``: the ``compose`` task's depth-3
 problems); each is evaluated at the same points with the same sampling and logged beside the main set
 as ``eval/<name>_accuracy``, ``eval/<name>_reward`` and ``eval/<name>_responses``. Targets, crossings
@@ -31,6 +38,7 @@ and the failure detectors read ``eval/accuracy`` (the main set) only.
 
 from __future__ import annotations
 
+import base64
 import math
 import time
 from typing import Any
@@ -39,23 +47,9 @@ import numpy as np
 
 from .collect import derived_seed, generate_blocks, score_blocks
 from .engines.base import SamplingParams
+from .eval_schedule import next_eval_point
 
-
-def next_eval_point(e, responses: int) -> int:
-    """The schedule of ``eval`` config ``e``: the first point strictly after ``responses``.
-
-    Geometric: points ``round(first * 2^(k / ppd))`` while their spacing is at most ``every_responses``,
-    then every ``every_responses`` from the last such point on (the same points for every run)."""
-    if e.schedule == "linear":
-        return (responses // e.every_responses + 1) * e.every_responses
-    ratio = 2.0 ** (1.0 / e.points_per_doubling)
-    point, k = e.first_responses, 0
-    while point <= responses:
-        nxt = round(e.first_responses * ratio ** (k + 1))
-        if nxt - point > e.every_responses:  # past the crossover: linear from here on
-            return point + ((responses - point) // e.every_responses + 1) * e.every_responses
-        point, k = nxt, k + 1
-    return point
+__all__ = ["Evaluator", "correct_matrix", "full_needed", "next_eval_point", "problem_record"]
 
 
 class Evaluator:
@@ -79,6 +73,7 @@ class Evaluator:
         self.screen_ids = sorted(int(i) for i in order[:k])
         self.screening = k > 0
         self.extra = task.extra_validation()
+        self.last_record: dict[str, Any] = {}  # the per-problem record of the last evaluate()
 
     def screen(self) -> dict[str, Any]:
         """The screen (module docstring): pass@1 on the fixed subset, with the sampling keys of the run's
@@ -134,6 +129,9 @@ class Evaluator:
         """One validation pass at ``responses`` training responses; returns the ``eval/`` row."""
         t = time.perf_counter()
         gen, rewards, acc, reward = self._run(self.validation, derived_seed(self.cfg.seed, "eval", responses))
+        self.last_record = problem_record(
+            gen.prompt_index.tolist(), rewards, len(self.validation), self.counts[0]
+        )
         row = {
             "eval/accuracy": acc,
             "eval/reward": reward,
@@ -154,6 +152,34 @@ class Evaluator:
     def responses_of(self, row: dict[str, Any]) -> int:
         """Every validation response of one ``evaluate`` row (the main set and the extra sets)."""
         return row["eval/responses"] + sum(row[f"eval/{name}_responses"] for name in self.extra)
+
+
+def correct_matrix(prompt_index: list[int], rewards: list, problems: int, samples: int) -> np.ndarray:
+    """``[problems, samples]`` booleans: whether response ``j`` of problem ``q`` was correct (reward 1; an
+    unscorable response is not). The generation's rows of a problem come in sample order."""
+    out = np.zeros((problems, samples), dtype=bool)
+    seen = np.zeros(problems, dtype=int)
+    for q, x in zip(prompt_index, rewards):
+        out[q, seen[q]] = x is not None and x >= 1.0 - 1e-9
+        seen[q] += 1
+    if (seen != samples).any():
+        raise RuntimeError(f"evaluation: {samples} responses per problem expected, got {sorted(set(seen))}")
+    return out
+
+
+def problem_record(prompt_index: list[int], rewards: list, problems: int, samples: int) -> dict[str, Any]:
+    """One evaluation's per-problem record: ``problems``, ``samples`` and ``correct``, the
+    :func:`correct_matrix` packed 8 responses to a byte along each problem's row (``numpy.packbits``,
+    big-endian bit order) and base64-encoded, with ``counts``, the correct responses per problem. The
+    mean of the matrix is the evaluation's ``eval/accuracy``."""
+    m = correct_matrix(prompt_index, rewards, problems, samples)
+    packed = np.packbits(m, axis=1)
+    return {
+        "problems": problems,
+        "samples": samples,
+        "counts": m.sum(axis=1).tolist(),
+        "correct": base64.b64encode(packed.tobytes()).decode("ascii"),
+    }
 
 
 def full_needed(e, state, screen: float, responses: int) -> bool:

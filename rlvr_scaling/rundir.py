@@ -4,7 +4,8 @@ One process owns a run directory at a time: :class:`RunDirLock` (``run.lock``, a
 held for the run's life). Every file is written under a temporary name and renamed, so a run killed at
 any instant leaves either the old or the new version. ``metrics.jsonl`` is append-only; a checkpoint
 records how many lines it covers, and a resumed run truncates the log to that count before appending,
-so the log of a killed and resumed run equals the log of an uninterrupted one. Checkpoints hold tensors
+so the log of a killed and resumed run equals the log of an uninterrupted one (``eval_problems.jsonl``, the
+per-problem record of the evaluations, the same way). Checkpoints hold tensors
 in safetensors and everything else in JSON; nothing is unpickled when loading.
 """
 
@@ -27,6 +28,8 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 CHECKPOINTS = "checkpoints"
+# one line per evaluation: which response of which held-out problem was correct (evaluation.problem_record)
+EVAL_PROBLEMS = "eval_problems.jsonl"
 LOCK_FILE = "run.lock"
 
 

@@ -49,7 +49,14 @@ from .noise import PerSampleNoise
 from .optimize import PolicyOptimizer
 from .policy import completion_logprobs, trim_padding
 from .progress import ProgressDisplay
-from .rundir import MetricsLog, atomic_write_json, latest_checkpoint, load_checkpoint, save_checkpoint
+from .rundir import (
+    EVAL_PROBLEMS,
+    MetricsLog,
+    atomic_write_json,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from .samples import SampleLog
 from .staleness import BehaviourPolicy
 
@@ -66,6 +73,7 @@ class TrainerState:
     next_eval_at: int = 0
     targets: dict[str, int | None] = field(default_factory=dict)
     metrics_lines: int = 0
+    eval_problem_lines: int = 0  # lines of eval_problems.jsonl the checkpoint covers
     best_accuracy: float | None = None
     last_eval: dict[str, float] = field(default_factory=dict)
     # the screened evaluation schedule (evaluation.py): full minus screen accuracy at each full
@@ -128,6 +136,9 @@ class Trainer:
         self.state = TrainerState(targets={_target_key(t): None for t in cfg.eval.targets})
         # rank 0 alone writes the run directory; the other ranks count rows so control flow agrees
         self.metrics = MetricsLog(run_dir / "metrics.jsonl") if self.dist.is_main else _CountingLog()
+        # the per-problem record of every evaluation (evaluation.py), truncated with the metrics on resume
+        main = self.dist.is_main
+        self.eval_problems = MetricsLog(run_dir / EVAL_PROBLEMS) if main else _CountingLog()
         self.samples = SampleLog(cfg.logger.samples, run_dir, enabled=self.dist.is_main, log=log)
         self.stop_signal: int | None = None
         self.failure: dict[str, Any] | None = None
@@ -172,6 +183,7 @@ class Trainer:
         self._write_status(state)
         self._write_summary()
         self.metrics.close()
+        self.eval_problems.close()
         self.progress.close()
         self.dist.barrier()
         if state == "preempted" and self.stop_signal is not None and callable(self._chained_handler):
@@ -340,6 +352,8 @@ class Trainer:
         self.state.best_accuracy = max(acc, self.state.best_accuracy or -1.0)
         self.state.next_eval_at = self.evaluator.next_at(self.clocks.responses)
         self._log_row(row)
+        clocks = {"rollout": self.clocks.rollout, "responses": self.clocks.responses}
+        self.eval_problems.write({**clocks, **self.evaluator.last_record})
         self._detect(row)
         self.progress.update(self.clocks.responses, accuracy=acc)
         self.progress.line(
@@ -396,7 +410,8 @@ class Trainer:
     def _trainer_state(self) -> dict[str, Any]:
         return {
             "clocks": self.clocks.as_dict(),
-            "state": self.state.__dict__ | {"metrics_lines": self.metrics.lines},
+            "state": self.state.__dict__
+            | {"metrics_lines": self.metrics.lines, "eval_problem_lines": self.eval_problems.lines},
             "failure": self.failure,
             "detectors": self.monitor.state_dict(),
             "collector": self.collector.state_dict(),
@@ -422,8 +437,9 @@ class Trainer:
     def _resume(self) -> None:
         path = latest_checkpoint(self.run_dir)
         if path is None:
-            if self.metrics.lines:
+            if self.metrics.lines or self.eval_problems.lines:
                 self.metrics.truncate(0)  # rows from a run that died before its first checkpoint
+                self.eval_problems.truncate(0)
             return
         saved = load_checkpoint(path, self.model, self.optim.optimizer, self.full_model, self.dist)
         self.parallel.refresh_full()
@@ -439,6 +455,7 @@ class Trainer:
         self.theta_old.load(path)  # the curvature power iteration's warm start
         self.theta_old.load_state_dict(saved.get("instruments", {}))
         self.metrics.truncate(self.state.metrics_lines)
+        self.eval_problems.truncate(self.state.eval_problem_lines)
         self.resumed_from = path.name
         self.log(
             f"[resume] from {path.name}: rollout {self.clocks.rollout}, responses {self.clocks.responses}"

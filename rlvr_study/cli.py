@@ -11,7 +11,9 @@ in one launcher call, through the launcher the study file names: one joblib batc
 default), one job array with ``slurm=<preset>``. Each run gets the directory a cartesian
 ``rlvr-train -m`` of the same overrides would give it. The study stops
 (:class:`rlvr_study.rounds.StopReason`) when every width is at most the goal, the budget (responses,
-hours) is spent, or ``max_rounds`` rounds have run, and writes the report with ``rlvr-analyze`` into
+hours) is spent, or ``max_rounds`` rounds have run, prints every condition's status with its reason
+(met, open, moved to gain targets, not identifiable within its horizon: :mod:`rlvr_study.triage`, which
+also decides which intervals the rounds chase), and writes the report with ``rlvr-analyze`` into
 ``<folder>/analysis``.
 
 State: ``<folder>/study_state.json`` records each round's command and job list before it launches, and
@@ -45,12 +47,14 @@ from rlvr_study.rounds import (
     RoundPlan,
     StopReason,
     first_round_seeds,
+    pilot_complete,
     pilot_plan,
     plan_round,
     round_budget,
     stop_before_round,
 )
 from rlvr_study.study_file import Study, StudyError, load_study
+from rlvr_study.triage import Triage, status_lines, triage
 
 STATE = "study_state.json"
 
@@ -182,7 +186,7 @@ def check_config(study) -> tuple[float, int]:
     run budget (``train.max_responses``) and the group size G."""
     from omegaconf import OmegaConf
 
-    from rlvr_scaling.cli.compose import REPO_ROOT, compose
+    from rlvr_scaling.compose import REPO_ROOT, compose
     from rlvr_scaling.config import validate
     from rlvr_scaling.errors import ConfigError
 
@@ -357,6 +361,18 @@ def _pilot(study: Study, run_budget: float, group: int) -> RoundPlan:
     return pilot_plan(study, run_budget, group, first)
 
 
+def _stop(study: Study, m: Measurement, chased: Triage, rounds_done: int, budget) -> StopReason | None:
+    """:func:`rlvr_study.rounds.stop_before_round` on the intervals the study chases
+    (:func:`rlvr_study.triage.triage`): met, or not identifiable within the horizon, is the end."""
+    reason = stop_before_round(
+        study, chased.measurement(m) if not chased.widths.empty else m, rounds_done, budget
+    )
+    beyond_all = chased.widths.empty and not m.widths.empty and pilot_complete(study, m)
+    if beyond_all or (reason is StopReason.WIDTHS_MET and chased.any_beyond):
+        return StopReason.WIDTHS_MET_OR_BEYOND
+    return reason
+
+
 def run_study(
     study: Study, *, stop_after: int | None = None, dry_run: bool = False, analyze: bool = True
 ) -> int:
@@ -383,8 +399,12 @@ def run_study(
         if "horizons" not in state and not m.widths.empty:
             m = measure(study, fix_horizons(study, state, m))
         _record_widths(study, state, m)
+        chased = triage(study, m)
+        for note in chased.notes:
+            print(f"  {note}")
         budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))
-        reason = stop_before_round(study, m, len(state["rounds"]), budget)
+        reason = _stop(study, m, chased, len(state["rounds"]), budget)
+        m = chased.measurement(m) if not chased.widths.empty else m
         if reason is None and stop_after is not None and launched >= stop_after:
             print(f"stopped after {launched} round(s) as asked; run the same command to continue")
             return 0
@@ -401,8 +421,10 @@ def run_study(
                 continue
             reason = plan.stop or StopReason.NOTHING_TO_ADD
         state["finished"] = reason.describe(study, m)
+        state["conditions"] = {str(i): dataclasses.asdict(x) for i, x in chased.statuses.items()}
         save_state(study, state)
         print(f"study {study.name} finished: {state['finished']}")
+        print("\n".join(status_lines(study, chased.statuses)))
         return _analyze(study) if analyze else 0
 
 

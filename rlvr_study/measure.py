@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rlvr_scaling.cli.compose import override_value
+from rlvr_scaling.run_names import override_value
 from rlvr_study.study_file import Study
 
 

@@ -84,6 +84,7 @@ from scipy.stats import chi2
 
 from analysis.fits.fit import fit_power_law
 from analysis.fits.seed_blocks import MIN_SEEDS, RESAMPLING, resample_weights
+from rlvr_scaling.eval_schedule import schedule_point
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -91,8 +92,8 @@ _SQRT_2PI = math.sqrt(2 * math.pi)
 # ---------------------------------------------------------------------------------- evaluation grid
 @dataclass(frozen=True)
 class Schedule:
-    """The trainer's evaluation schedule (``eval.schedule``; ``rlvr_scaling/evaluation.py``), here
-    because the analysis never imports the trainer; a test checks the two agree."""
+    """The trainer's evaluation schedule (``eval.schedule``) under the planner's names; its points are the
+    trainer's own (:func:`rlvr_scaling.eval_schedule.schedule_point`)."""
 
     kind: str = "linear"  # linear | geometric
     every: float = 2048  # eval.every_responses (geometric: the largest spacing)
@@ -101,16 +102,13 @@ class Schedule:
 
     def next_point(self, responses: float) -> float:
         """The first scheduled point strictly after ``responses``."""
-        if self.kind == "linear":
-            return (responses // self.every + 1) * self.every
-        ratio = 2.0 ** (1.0 / self.points_per_doubling)
-        point, k = self.first, 0
-        while point <= responses:
-            nxt = round(self.first * ratio ** (k + 1))
-            if nxt - point > self.every:
-                return point + ((responses - point) // self.every + 1) * self.every
-            point, k = nxt, k + 1
-        return point
+        return schedule_point(
+            responses,
+            schedule=self.kind,
+            every_responses=self.every,
+            first_responses=self.first,
+            points_per_doubling=self.points_per_doubling,
+        )
 
 
 def eval_grid(size: float, budget: float, schedule: Schedule | None) -> np.ndarray:

@@ -14,11 +14,12 @@ returns its result:
    runs); γ of a ``clock: failure`` condition: the runs scaled by (width / goal)², at most doubled; a
    condition without an exponent yet (no crossings at two sizes): one more seed at every size; where the
    planner says the runs present suffice but the measured width is open: the extreme sizes scaled;
-3. :func:`allocate`: the runs missing from that, one at a time, the widest interval's condition first and
-   within it the (condition, size) whose run narrows the planned width of that interval the most per
-   response, while the round fits in its :class:`RoundBudget` (:func:`round_budget`, the one place that
-   decides what a round may spend). A balanced study (the default) wants whole seeds at every size and
-   allocates them whole: one run at every size of a condition at a time, never a seed in part.
+3. :func:`allocate`: what the round's :class:`RoundBudget` (:func:`round_budget`, the one place that
+   decides what a round may spend) pays for. A balanced study (the default): whole seeds at every size,
+   the same seed set for every condition that gets seeds, the pilot everywhere first, then by value per
+   second of wall time across conditions (:mod:`rlvr_study.paired`). Unbalanced: the runs one at a
+   time, the widest interval's condition first and within it the (condition, size) whose run narrows
+   the planned width of that interval the most per response.
 
 :class:`StopReason` names why a study stops: before a round (:func:`stop_before_round`) or because the
 round's plan is empty (:attr:`RoundPlan.stop`). Nothing here launches a run.
@@ -33,6 +34,7 @@ from enum import Enum
 import pandas as pd
 
 from rlvr_study.measure import Measurement
+from rlvr_study.paired import OpenInterval, SeedCost, paired_round, seeds_to_goal
 from rlvr_study.plan import Truth, design_width, plan_design, run_responses
 from rlvr_study.study_file import Study
 
@@ -46,6 +48,7 @@ class StopReason(Enum):
 
     NO_READABLE_RUN = "no readable run"
     WIDTHS_MET = "every requested width is met"
+    WIDTHS_MET_OR_BEYOND = "every requested width is met or not identifiable within its horizon"
     MAX_ROUNDS = "max_rounds reached"
     BUDGET_HOURS = "budget.hours spent"
     BUDGET_RESPONSES = "budget.responses spent"
@@ -132,9 +135,7 @@ class RoundPlan:
         return sum(launch.n_runs for launch in self.launches)
 
 
-# the seeds of a pilot's first round when the study has an hours budget: the least an interval needs;
-# the pilot's other seeds follow as whole seeds in the next rounds while the hours allow
-FIRST_PILOT_SEEDS = 2
+FIRST_PILOT_SEEDS = 2  # a pilot's first round under an hours budget: the least an interval needs
 
 
 def pilot_plan(study: Study, run_budget: float, group_size: int, seeds: int | None = None) -> RoundPlan:
@@ -389,6 +390,10 @@ def _interval_runs(
     """What one open interval (a row of ``m.widths``) wants."""
     if r.clock == "failure":
         return _failure_runs(study, cond, r, have)
+    if r.clock.startswith("gain:"):  # a gain target (rlvr_study.triage): seeds as the width scales with them
+        n = seeds_to_goal(r.width, r.goal, min(have.get((cond, p), 0) for p in study.sizes))
+        note = f"condition {cond} {r.clock}: width {r.width:.3f} > {r.goal:g}: {n} seeds at every size"
+        return WantedRuns({(cond, p): n for p in study.sizes}, [note], ratios={cond: r.width / r.goal})
     if r.clock == "common":
         # plan every target of the condition so that the common interval meets the goal: each target's
         # goal is the common goal times the current ratio of the targets' (median) width to the common
@@ -480,15 +485,20 @@ def _narrowing(study: Study, costs: CostModel, truth: Truth, now: list[int], key
 
 
 def allocate(
-    study: Study, costs: CostModel, wanted: WantedRuns, have: dict[tuple[int, int], int], budget: RoundBudget
+    study: Study,
+    costs: CostModel,
+    wanted: WantedRuns,
+    have: dict[tuple[int, int], int],
+    budget: RoundBudget,
+    widths: pd.DataFrame | None = None,
 ) -> Allocation:
     """The runs missing from ``wanted``, one at a time while the round fits in ``budget`` (and
     ``max_runs_per_round``): the widest interval's condition first, then the run that narrows that
     condition's widest planned interval the most per response (conditions without a planned interval,
     a missing exponent or γ: the cheapest sizes first)."""
-    deficit = {k: n - have.get(k, 0) for k, n in wanted.runs.items() if n > have.get(k, 0)}
     if study.balanced:
-        return _allocate_seeds(study, costs, wanted, deficit, budget)
+        return _allocate_seeds(study, costs, wanted, have, budget, widths)
+    deficit = {k: n - have.get(k, 0) for k, n in wanted.runs.items() if n > have.get(k, 0)}
     widest = {c: max(v, key=lambda x: x[1])[0] for c, v in wanted.truths.items()}
     cap = study.max_runs_per_round or 10**9
     out = Allocation({}, 0.0, 0.0)
@@ -530,34 +540,37 @@ def _allocate_seeds(
     study: Study,
     costs: CostModel,
     wanted: WantedRuns,
-    deficit: dict[tuple[int, int], int],
+    have: dict[tuple[int, int], int],
     budget: RoundBudget,
+    widths: pd.DataFrame | None,
 ) -> Allocation:
-    """:func:`allocate` for a balanced study: whole seeds, one run at every size a condition still
-    wants, the widest interval's condition first, while a seed fits in ``budget`` (and
-    ``max_runs_per_round``); a seed that does not fit is not launched in part."""
+    """:func:`allocate` for a balanced study: whole seeds at every size, the same seed set for every
+    condition that gets seeds, the pilot first, then by value per second (:func:`rlvr_study.paired.paired_round`)."""
+    conds = range(len(study.conditions))
+    seeds = {c: min(have.get((c, p), 0) for p in study.sizes) for c in conds}
+    want = {c: max([n for (k, _), n in wanted.runs.items() if k == c], default=0) for c in conds}
+    timed = all(v > 0 for v in costs.seconds.values())
+
+    def cost(c: int, level: int) -> SeedCost:
+        missing = {p: max(level - have.get((c, p), 0), 0) for p in study.sizes}
+        responses = sum(n * costs.responses[(c, p)] for p, n in missing.items())
+        wall = sum(n * costs.seconds[(c, p)] for p, n in missing.items()) / budget.parallel
+        return SeedCost(sum(missing.values()), responses, wall, wall if timed else responses)
+
+    rows = widths[widths["width"] > widths["goal"]] if widths is not None and len(widths) else pd.DataFrame()
+    intervals = [OpenInterval(int(r.condition), float(r.width), float(r.goal)) for r in rows.itertuples()]
     cap = study.max_runs_per_round or 10**9
-    out = Allocation({}, 0.0, 0.0)
-    wall = {k: costs.seconds[k] / budget.parallel for k in deficit}
-    while deficit:
-        conds = sorted({c for c, _ in deficit}, key=lambda c: (-wanted.ratios.get(c, math.inf), c))
-        for cond in conds:
-            seed = [k for k in deficit if k[0] == cond]
-            responses = out.responses + sum(costs.responses[k] for k in seed)
-            seconds = out.seconds + sum(wall[k] for k in seed)
-            if budget.fits(responses, seconds) and sum(out.added.values()) + len(seed) <= cap:
-                break
-        else:
-            if sum(out.added.values()) < cap:
-                need = {c: sum(costs.responses[k] for k in deficit if k[0] == c) for c in conds}
-                _out_of_budget(out, any(out.responses + r <= budget.responses for r in need.values()))
-            return out
-        for k in seed:
-            out.added[k] = out.added.get(k, 0) + 1
-            deficit[k] -= 1
-            if deficit[k] == 0:
-                del deficit[k]
-        out.responses, out.seconds = responses, seconds
+    r = paired_round(
+        seeds, want, intervals, cost, lambda x, s, n: budget.fits(x, s) and n <= cap, study.pilot_seeds
+    )
+    added = {(c, p): n for c in r.conditions for p in study.sizes if (n := r.level - have.get((c, p), 0)) > 0}
+    out = Allocation(added, r.responses, r.seconds, notes=list(r.notes))
+    after = {c: (r.level if c in r.conditions else seeds[c]) for c in conds}
+    more = [cost(c, after[c] + 1) for c in conds if want[c] > after[c]]
+    if r.cut and more and not any(r.runs + x.runs > cap for x in more):
+        out.stop = StopReason.BUDGET_RESPONSES
+        if any(out.responses + x.responses <= budget.responses for x in more):
+            out.stop = StopReason.BUDGET_HOURS
     return out
 
 
@@ -578,7 +591,7 @@ def plan_round(
     have = {k: len(v) for k, v in used.items()}
     costs = cost_model(study, m, run_budget, horizons)
     wanted = wanted_runs(study, m, pilots, costs, have)
-    taken = allocate(study, costs, wanted, have, budget)
+    taken = allocate(study, costs, wanted, have, budget, m.widths)
     return RoundPlan(
         group_launches(taken.added, used, study.first_seed),
         taken.responses,

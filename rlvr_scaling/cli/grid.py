@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from rlvr_scaling.cli.compose import compose, initialized, run_dirname, to_config
+from rlvr_scaling.compose import compose, initialized, to_config
+from rlvr_scaling.run_names import run_dirname
 
 if TYPE_CHECKING:
     from rlvr_scaling.config import Config
@@ -91,7 +92,7 @@ def list_jobs(overrides: list[str]) -> list[Job]:
 
 
 def compose_one(job: list[str]) -> Job:
-    """One job composed by Hydra from scratch (:func:`~rlvr_scaling.cli.compose.compose`)."""
+    """One job composed by Hydra from scratch (:func:`~rlvr_scaling.compose.compose`)."""
     cfg = compose(job, hydra=True)
     return Job(tuple(job), run_dir_of(cfg), to_config(cfg))
 

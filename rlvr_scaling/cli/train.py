@@ -7,9 +7,9 @@
     rlvr-train --cfg job                            # print the composed config
 
 The run directory is Hydra's ``hydra.run.dir`` (single runs) or sweep subdir (multiruns); re-running
-the same command resumes the run in it, or skips it when it has ended. The config directory, its
-resolvers and the run directories' names live in :mod:`rlvr_scaling.cli.compose`, whose ``compose`` gives
-code outside this entry point the same config.
+the same command resumes the run in it, or skips it when it has ended. The config directory and its
+resolvers live in :mod:`rlvr_scaling.compose`, whose ``compose`` gives code outside this entry point the
+same config; the run directories' names in :mod:`rlvr_scaling.run_names`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from rlvr_scaling.cli.compose import CONF_DIR, VERSION_BASE, register_resolvers
+from rlvr_scaling.compose import CONF_DIR, VERSION_BASE, register_resolvers
 from rlvr_scaling.config import register_configs
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.rundir import RunDirLocked

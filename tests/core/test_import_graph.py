@@ -148,6 +148,26 @@ def test_the_study_stands_above_the_trainer_and_the_analysis():
     assert not trainer, sorted(trainer)
 
 
+def cli_imports(name: str, path: Path) -> list[str]:
+    """The modules of ``rlvr_scaling.cli`` that a module imports."""
+    return sorted(
+        m for m in imports(name, path) if m == "rlvr_scaling.cli" or m.startswith("rlvr_scaling.cli.")
+    )
+
+
+def test_the_study_never_imports_the_trainers_command_lines(tmp_path):
+    """rlvr_study reaches the trainer through its public modules (``rlvr_scaling.compose``,
+    ``rlvr_scaling.run_names``, ``rlvr_scaling.eval_schedule``), never through ``rlvr_scaling.cli``: the
+    command lines may change without the study noticing."""
+    wrong = {n: found for n, p in modules("rlvr_study").items() if (found := cli_imports(n, p))}
+    assert not wrong, wrong
+    (tmp_path / "m.py").write_text("def f():\n    from rlvr_scaling.cli.compose import compose\n")
+    assert cli_imports("m", tmp_path / "m.py") == [
+        "rlvr_scaling.cli.compose",
+        "rlvr_scaling.cli.compose.compose",
+    ]
+
+
 #: the floors of the analysis package, bottom up: a subpackage -> the other subpackages it may import. The
 #: modules at its top (cli, api, pipeline, synthetic) may import every floor; _parallel (forked workers)
 #: serves all of them and imports none

@@ -81,8 +81,11 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     the budget spent and writes the report. The pilot's runs are not run again, the state keeps
     round 0 as it was, and rlvr-analyze on the folder reads the same runs. An unfinished round is
     launched again into the same run directories, from its job list (removed: written again from the
-    state); a state file of before rounds were one command with a job list is refused, naming it."""
-    study_file = write_study(tmp_path / "study.yaml", cache_dir)
+    state); a state file of before rounds were one command with a job list is refused, naming it. The
+    condition asks for γ's interval (no tiny run fails: unbounded, so the rounds go on until the budget
+    ends them; a target no run reaches within the horizon would end the study after its pilot instead:
+    the next test)."""
+    study_file = write_study(tmp_path / "study.yaml", cache_dir, conditions=[{"clock": "failure"}])
     folder = tmp_path / "runs" / "tiny"
     out1 = _study([str(study_file), "--stop-after", "1"], tmp_path)
     assert "round 0 (pilot): launching 4 runs, at most 128 responses" in out1
@@ -111,11 +114,9 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
     assert state2["rounds"][0] == state1["rounds"][0]
     assert [r["runs"] for r in state2["rounds"]] == [4, 2] and state2["finished"] == "budget.responses spent"
     assert len(state2["rounds"][1]["commands"]) == 1
-    # the horizon fixed after the pilot: the budget (no pilot run crossed the top target at B_ref)
-    assert json.loads((folder / "horizons.json").read_text()) == {"all": RUN_BUDGET}
-    jobs1 = [
-        [stop, f"eval.horizon={RUN_BUDGET}", "seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES
-    ]
+    # no horizon is fixed for a failure-clock condition
+    assert json.loads((folder / "horizons.json").read_text()) == {}
+    jobs1 = [[stop, "seed=2", f"rollout.prompts_per_rollout={p}"] for p in SIZES]
     assert yaml.safe_load((folder / "study_round_1.yaml").read_text()) == jobs1
     after = _status(folder)
     assert len(after) == 6 and {s for s, _, _ in after.values()} == {"completed"}
@@ -152,6 +153,25 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
         for line in proc.stderr.splitlines()
     )
     assert _status(folder) == after
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_study_whose_target_is_beyond_its_horizon_ends_after_its_pilot(tmp_path, cache_dir):
+    """No tiny run reaches the target within the horizon fixed after the pilot (the budget: no pilot run
+    crossed it at B_ref), at any size: the interval is not chased. The study launches nothing after the
+    pilot, ends with the reason, and prints the condition's status with the sizes and runs that missed."""
+    study_file = write_study(tmp_path / "study.yaml", cache_dir)
+    folder = tmp_path / "runs" / "tiny"
+    out = _study([str(study_file), "--no-analysis"], tmp_path)
+    assert "round 0 (pilot): launching 4 runs" in out and "round 1" not in out
+    assert json.loads((folder / "horizons.json").read_text()) == {"all": RUN_BUDGET}
+    why = f"target 0.05 not reached within the horizon ({RUN_BUDGET} responses) by 2 of 2 runs at B=8, 2 of 2 runs at B=16"
+    assert "finished: every requested width is met or not identifiable within its horizon" in out
+    assert f"  condition 0 (all): not identifiable within its horizon: {why}" in out
+    state = json.loads((folder / "study_state.json").read_text())
+    assert state["conditions"]["0"]["status"] == "not identifiable within its horizon"
+    assert len(state["rounds"]) == 1
 
 
 def test_a_wrong_study_file_fails_before_compute(tmp_path, cache_dir, monkeypatch, capsys):

@@ -430,8 +430,16 @@ def test_a_met_common_width_does_not_stop_the_study_while_a_target_is_open(commo
 
 
 def test_common_and_failure_intervals_are_planned(common_and_failure):
+    import dataclasses
+
     study, m, _, _ = common_and_failure
     pilots = pilot_conditions(str(study.folder), n_boot=200)
+    # a balanced round pairs the conditions: both end it on the same seeds, as many as the busier wants
+    paired = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
+    assert {x.condition for x in paired.launches} == {0, 1}
+    sets = {c: _seeds_at(paired.launches, c, study.sizes) for c in (0, 1)}
+    assert sets[0] == sets[1] and len({frozenset(v) for v in sets[0].values()}) == 1
+    study = dataclasses.replace(study, balanced=False)  # the runs each interval wants on its own
     plan = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     added = {}
     for x in plan.launches:
@@ -664,19 +672,22 @@ def _seeds_at(launches, cond: int, sizes) -> dict[int, set[int]]:
 
 def test_a_balanced_study_adds_whole_seeds_at_every_kept_size(pilot):
     """``balanced: true``: every kept size of a condition gets the same seeds (complete seed blocks),
-    as many as the unbalanced design's busiest size."""
+    and every condition that gets seeds the same seed set (paired), as many as the unbalanced design's
+    busiest size of either condition."""
     import dataclasses
 
     study, m, pilots = pilot
     plain = plan_round(study, m, pilots, BUDGET, RoundBudget(1e9))
     balanced = plan_round(dataclasses.replace(study, balanced=True), m, pilots, BUDGET, RoundBudget(1e9))
-    for cond in (0, 1):
-        seeds_at = _seeds_at(balanced.launches, cond, study.sizes)
+    most = max(
+        sum(len(x.seeds) for x in plain.launches if x.condition == cond and p in x.sizes)
+        for p in study.sizes
+        for cond in (0, 1)
+    )
+    sets = [_seeds_at(balanced.launches, cond, study.sizes) for cond in (0, 1)]
+    assert sets[0] == sets[1]
+    for seeds_at in sets:
         assert len({frozenset(s) for s in seeds_at.values()}) == 1 and seeds_at[study.sizes[0]]
-        most = max(
-            sum(len(x.seeds) for x in plain.launches if x.condition == cond and p in x.sizes)
-            for p in study.sizes
-        )
         assert len(seeds_at[study.sizes[0]]) == most
     assert balanced.responses > plain.responses
     assert parse_study(dict(GOOD)).balanced and not parse_study({**GOOD, "balanced": False}).balanced
