@@ -157,10 +157,7 @@ def fit_conditions(
 ) -> Fits:
     """Fit R_T(B) = c·B^α per target and R_F(B) = d·B^γ for every condition (censored log-normal
     likelihood, bootstrap over seeds within each B: ``--bootstrap``, ``--seed``, ``--no-joint``)."""
-    interpolated = tables.options is not None and tables.options.crossing_mode == "interpolate"
-    exponents, results = _fit_conditions(
-        tables, n_boot=n_boot, seed=seed, interpolated=interpolated, joint_model=joint_model, jobs=jobs
-    )
+    exponents, results = _fit_conditions(tables, n_boot=n_boot, seed=seed, joint_model=joint_model, jobs=jobs)
     return Fits(exponents, results)
 
 

@@ -2,24 +2,14 @@
 
 For each run (docs/design.md §3):
 
-* **Responses-to-target** ``R_T(a)``: the true crossing lies between the last evaluation below ``a``
-  and the first evaluation with ``eval/accuracy >= a``. By default (``crossing="interval"``) the run
-  enters the fit as **interval-censored** in ``(target:<a>:lower, target:<a>]``: ``target:<a>`` is the
-  clock at the first evaluation at or above ``a`` (what the trainer's ``summary.json`` reports) and
-  ``target:<a>:lower`` the clock at the evaluation before it. A crossing at the first evaluation after
-  the step-0 one has the step-0 clock as lower bound, which is 0 on the ``responses`` clock: the point
-  is then left-censored (``R_T <= target:<a>``). ``crossing="exact"`` takes ``target:<a>`` as if it
-  were the crossing (the old behaviour, biased low with sparse evaluations); ``crossing="interpolate"``
-  replaces it by the linear interpolation between the two evaluations (exact in the fit);
-  ``crossing="isotonic"`` finds the interval on the accuracy curve smoothed by isotonic (non-decreasing)
-  regression (``scipy.optimize.isotonic_regression``, pool-adjacent-violators) over the stretch where
-  the curve is meant to rise: the evaluations up to the failure time (failed runs) and, within them,
-  up to the last evaluation at the peak accuracy — so a later decline is never pooled into the rise and
-  cannot hide a crossing. The first evaluation whose smoothed accuracy reaches ``a`` and the one
-  before it bound the crossing. It uses every evaluation instead of the first noisy one above ``a``, so
-  an evaluation-noise spike cannot make a crossing early; it assumes the underlying curve does not
-  decrease before the crossing (true of healthy learning curves; a run that falls back below ``a``
-  after a spike is timed where the pooled curve reaches it).
+* **Responses-to-target** ``R_T(a)``: read by the **crossing rule** named in ``ClockOptions.crossing``
+  (:mod:`analysis.data.crossings`: one registered function per rule, handed only the evaluations the
+  run is read at). The default, ``interval``, brackets the crossing between the last evaluation below
+  ``a`` and the first with ``eval/accuracy >= a``: the run enters the fit as **interval-censored** in
+  ``[target:<a>:lower, target:<a>]``, ``target:<a>`` being the clock at the first evaluation at or
+  above ``a`` (what the trainer's ``summary.json`` reports); ``isotonic`` does the same on the
+  isotonic fit of the curve up to its peak; ``exact`` and ``interpolate`` give a time taken as exact
+  (``target:<a>:lower`` empty).
 * **A horizon fixed before the runs.** Crossings and failures are read only from the metrics rows at
   or before the run's **horizon** ``H`` (responses), common to every run of a condition (every size and
   seed): by default (``horizon="auto"``) the smallest planned horizon of the condition's runs —
@@ -93,6 +83,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.data.crossings import Bracket, Curve, crossing_rule, rollout_after
 from analysis.data.load import (
     CLOCKS,
     DEFAULT_IGNORED_KEYS,
@@ -108,7 +99,6 @@ from analysis.data.load import (
 )
 
 CLOCK_CHOICES = ("responses", "tokens", "flops", "flops_nominal", "wall_seconds", "optimizer_steps")
-CROSSINGS = ("interval", "exact", "interpolate", "isotonic")
 FAILURE_TIMES = ("onset", "detection")
 
 
@@ -116,8 +106,7 @@ FAILURE_TIMES = ("onset", "detection")
 class ClockOptions:
     clock: str = "responses"  # which clock the events are measured on
     targets: tuple[float, ...] | None = None  # None: union of every run's eval.targets
-    interpolate: bool = False  # shorthand for crossing="interpolate"
-    crossing: str = "interval"  # interval | exact | interpolate | isotonic (see the module docstring)
+    crossing: str = "interval"  # a crossing rule's name (analysis.data.crossings: interval, isotonic, ...)
     failure_time: str = "onset"  # onset | detection: which failure time the failure clock uses
     resolution_frac: float = 0.25  # spacing or B above this fraction of R_T flags the point
     include_incomplete: bool = True  # fit running/preempted/unknown runs as censored at last clock
@@ -134,10 +123,6 @@ class ClockOptions:
     # (the smallest), None keeps every size (analysis.fits.exponents.fit_conditions)
     early_rollouts: int = 4
     max_early_sizes: int | None = 1
-
-    @property
-    def crossing_mode(self) -> str:
-        return "interpolate" if self.interpolate else self.crossing
 
 
 @dataclass
@@ -448,13 +433,6 @@ def horizon_end(horizon, size):
         return np.where(np.isfinite(h), b * np.ceil(h / b - 1e-9), h)
 
 
-def rollout_after(responses: float, size: float) -> float:
-    """The responses at the end of the first rollout that ends after ``responses`` (a multiple of the
-    rollout size B, at least B): the earliest time of an event known to come after ``responses``,
-    since the policy changes only at rollout boundaries."""
-    return size * (math.floor(max(responses, 0.0) / size + 1e-9) + 1)
-
-
 def _last_within(rows: list[dict[str, Any]], horizon: float) -> float:
     """The responses of the last metrics row at or before ``horizon`` (the first row's if none)."""
     within = [float(r["responses"]) for r in rows if float(r["responses"]) <= horizon]
@@ -467,16 +445,15 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
 
     Targets are observed while the run is at risk of reaching them: up to its failure time (the
     competing event), so a crossing seen after the onset counts as failed first, as in the incidence.
+    The crossing rule (:mod:`analysis.data.crossings`) reads only those evaluations.
     """
     # at risk until the failure (within the horizon) and read only up to the horizon (in whole rollouts)
-    horizon = out["horizon"]
-    horizon = float(horizon_end(horizon, size))
+    horizon = float(horizon_end(out["horizon"], size))
     observable = ev.resp <= (fail.at if not fail.censored else horizon)
-    raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
-    hits = raw_hits & observable[:, None]
-    if opts.crossing_mode == "isotonic":
-        hits = isotonic_hits(ev.acc, observable, targets)
     seen = np.flatnonzero(observable)
+    curve = Curve(ev.resp[seen], ev.acc[seen], float(size), horizon, bool(opts.discrete))
+    rule = crossing_rule(opts.crossing).read
+    raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
     by_value = _reported_targets(summary)
     if not fail.censored:
         cause = "failure"
@@ -485,9 +462,9 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
     mismatch = False
     for j, a in enumerate(targets):
         label = target_label(a)
-        idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
-        if idx >= 0:
-            column = _target_reached(ev, idx, a, label, size, opts, notes)
+        bracket = rule(curve, float(a)) if seen.size else None
+        if bracket is not None:
+            column = _target_reached(ev, seen, bracket, label, size, opts, notes)
         else:
             # censored at the failure, else at the last evaluation read (within the horizon)
             last_read = float(ev.clk[seen[-1]]) if seen.size else float(ev.clk[0])
@@ -515,9 +492,14 @@ _TARGET_SUFFIXES = (
 )
 
 
-def _target_reached(ev: _Evaluations, idx: int, a: float, label: str, size, opts, notes) -> tuple:
-    """The columns of a target first hit at evaluation ``idx`` (see ``_TARGET_SUFFIXES``)."""
-    resp, clk, acc = ev.resp, ev.clk, ev.acc
+def _target_reached(
+    ev: _Evaluations, seen: np.ndarray, bracket: Bracket, label: str, size, opts, notes
+) -> tuple:
+    """The columns of a target whose rule gave ``bracket`` on the evaluations ``seen`` (indices into the
+    run's evaluations; see ``_TARGET_SUFFIXES``): the ends on the chosen clock, an end at an evaluation
+    at that evaluation's clock, any other at the last metrics row at or before it."""
+    idx = int(bracket.seen)
+    resp, clk = ev.resp[seen], ev.clk[seen]
     value, lower, limited, interpolated = float(clk[idx]), math.nan, False, False
     if resp[idx] <= 0:
         notes.append(f"{label} already met at step 0; left out of its fit")
@@ -529,22 +511,21 @@ def _target_reached(ev: _Evaluations, idx: int, a: float, label: str, size, opts
         or spacing > opts.resolution_frac * resp[idx]
         or size > opts.resolution_frac * resp[idx]
     )
-    mode = opts.crossing_mode
-    if mode in ("interval", "isotonic") and opts.discrete:
-        # the policy changes only at rollout boundaries: the crossing came with one of the rollouts
-        # after the evaluation below (the first of them at the earliest; at least B)
-        first = min(float(resp[idx]), rollout_after(float(resp[idx - 1]) if idx > 0 else 0.0, float(size)))
-        lower = first if opts.clock == "responses" else _clock_at(ev.all_rows, first, opts.clock)
-        if not math.isfinite(lower):
-            lower = 0.0
-    elif mode in ("interval", "isotonic"):
-        lower = float(clk[idx - 1]) if idx > 0 else 0.0
-        if not math.isfinite(lower):
-            lower = 0.0
-    elif mode == "interpolate" and idx > 0 and acc[idx] > acc[idx - 1]:
-        frac = (a - acc[idx - 1]) / (acc[idx] - acc[idx - 1])
-        value = float(clk[idx - 1] + frac * (clk[idx] - clk[idx - 1]))
+    if math.isfinite(bracket.fraction) and idx > 0:
+        value = float(clk[idx - 1] + bracket.fraction * (clk[idx] - clk[idx - 1]))
         interpolated = True
+    if math.isfinite(bracket.lower):
+        lower = float(bracket.lower)
+        if opts.clock != "responses":
+            at = np.flatnonzero(resp == lower)
+            if lower <= 0:
+                lower = 0.0
+            elif at.size:
+                lower = float(clk[at[-1]])
+            else:
+                lower = _clock_at(ev.all_rows, lower, opts.clock)
+        if not math.isfinite(lower):
+            lower = 0.0
     return value, lower, math.nan, False, "", limited, interpolated
 
 
@@ -665,38 +646,6 @@ def failure_lower(failure, detector, onset: float, size: float, config: dict, ev
     window = get_path(config, f"failure.{detector}.window_responses") if detector else None
     window = float(window) if is_number(window) and window > 0 else 0.0
     return max(0.0, onset - size - window)
-
-
-def isotonic_hits(acc: np.ndarray, observable: np.ndarray, targets) -> np.ndarray:
-    """``[n_evals, n_targets]``: evaluations whose isotonic-smoothed accuracy reaches each target.
-
-    The curve is smoothed only over the stretch where it is meant to rise: the evaluations the run was
-    observed at risk (up to its failure time) and, within them, up to the last evaluation at the peak
-    accuracy. A later decline (a collapse, or drift after the peak) is not pooled into the rise, so it
-    cannot pull the smoothed curve below a target the run did cross.
-    """
-    hits = np.zeros((acc.size, len(targets)), bool)
-    idx = np.flatnonzero(observable & np.isfinite(acc))
-    if idx.size == 0:
-        return hits
-    peak = idx[np.flatnonzero(acc[idx] == acc[idx].max())[-1]]
-    part = np.arange(peak + 1)
-    part = part[observable[part]]
-    smooth = smoothed_accuracy(acc[part])
-    hits[part] = smooth[:, None] >= np.asarray(targets)[None, :]
-    return hits
-
-
-def smoothed_accuracy(acc: np.ndarray) -> np.ndarray:
-    """Isotonic (non-decreasing) least-squares fit of a run's accuracies in evaluation order; NaN
-    evaluations are skipped and stay NaN."""
-    from scipy.optimize import isotonic_regression
-
-    out = np.full(acc.shape, np.nan)
-    ok = np.isfinite(acc)
-    if ok.any():
-        out[ok] = isotonic_regression(acc[ok]).x
-    return out
 
 
 def _canonical(value: Any) -> tuple:
@@ -850,8 +799,7 @@ def _horizon_messages(runs: pd.DataFrame) -> list[str]:
 def _check_options(opts: ClockOptions) -> None:
     if opts.clock not in CLOCK_CHOICES:
         raise ValueError(f"clock must be one of {CLOCK_CHOICES}, got {opts.clock!r}")
-    if opts.crossing not in CROSSINGS:
-        raise ValueError(f"crossing must be one of {CROSSINGS}, got {opts.crossing!r}")
+    crossing_rule(opts.crossing)  # ValueError naming the registered rules
     if opts.failure_time not in FAILURE_TIMES:
         raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
     h = opts.horizon
