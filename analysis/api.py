@@ -134,9 +134,10 @@ def clocks_table(
 
     ``tables.runs`` has one row per run (``condition``, ``B``, ``seed``, ``target:<a>`` and
     ``target:<a>:censored``/``:lower``, ``failure``/``failure:censored``, ``in_fit``, …) and
-    ``tables.evals`` one row per evaluation. Options as the CLI's: ``crossing`` is ``interval``
-    (default), ``exact`` (``--exact-crossings``), ``interpolate`` or ``isotonic``; ``horizon`` is the
-    responses up to which crossings are read (``"auto"``: per condition, ``--horizon``).
+    ``tables.evals`` one row per evaluation. Options as the CLI's: ``crossing`` is a crossing rule's
+    name (:mod:`analysis.data.crossings`: ``interval``, the default, ``isotonic``, ``exact``,
+    ``interpolate``, or a registered one: ``--crossing``); ``horizon`` is the responses up to which
+    crossings and failures are read (``"auto"``: the horizon the runs record, ``--horizon``).
     """
     records = runs.records if isinstance(runs, Runs) else list(runs)
     opts = ClockOptions(

@@ -93,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_horizon_arg,
         default="auto",
         metavar="auto|none|N|FILE.json",
-        help="responses up to which crossings and failures are read (default auto: per condition, the "
-        "smallest eval.horizon or train.max_responses of its runs)",
+        help="responses up to which crossings and failures are read (default auto: the horizon the runs "
+        "record, per condition the eval.horizon its runs set, else each run's train.max_responses)",
     )
     p.add_argument(
         "--continuous-brackets",

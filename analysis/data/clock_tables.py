@@ -11,17 +11,19 @@ For each run (docs/design.md §3):
   isotonic fit of the curve up to its peak; ``exact`` and ``interpolate`` give a time taken as exact
   (``target:<a>:lower`` empty).
 * **A horizon fixed before the runs.** Crossings and failures are read only from the metrics rows at
-  or before the run's **horizon** ``H`` (responses), common to every run of a condition (every size and
-  seed): by default (``horizon="auto"``) the smallest planned horizon of the condition's runs —
-  ``eval.horizon`` where a study set it, else the ``train.max_responses`` the run was launched with.
-  Both are in the run's config before it starts, so continuing a run, or giving it a larger budget,
-  changes no crossing of any run: a run not crossed by ``H`` is right-censored at its last evaluation
+  or before the run's **horizon** ``H`` (responses), which the run records before it starts
+  (:func:`condition_horizons`): by default (``horizon="auto"``) the ``eval.horizon`` its condition's
+  runs set (a study's, after its pilot: the pilot's runs are read to it too), else the
+  ``train.max_responses`` it was launched with; never a minimum over the runs present. One horizon for
+  everything a run contributes: a run not crossed by ``H`` is right-censored at its last evaluation
   within ``H`` (``censored_by = budget``, whether its own budget or the horizon ended it), a failure
-  after ``H`` is censored there, and an incomplete run observed past ``H`` is complete for the
-  analysis (``past_horizon``). Without a horizon (``horizon=None``) the isotonic rule below pools evaluations
-  up to the run's peak however long the run went on, so a run's length — its budget, or
-  ``train.stop_at_targets`` — would move its crossings; the tables say when runs of one condition
-  stopped at different points before the horizon.
+  counts only if its detector decided at or before ``H`` (a run trained to ``H`` stops there before a
+  later detection, whatever the onset) and is censored at ``H`` otherwise, and an incomplete run
+  observed past ``H`` is complete for the analysis (``past_horizon``). So a run trained to ``H`` and the
+  same run continued past it give the same failure and crossings. Without a horizon
+  (``horizon=None``) the isotonic rule pools evaluations up to the run's peak however long the run
+  went on, so a run's length — its budget, or ``train.stop_at_targets`` — would move its crossings;
+  the tables say when runs of one condition stopped at different points before the horizon.
 * **Discrete in rollouts.** The policy changes only at rollout boundaries, so with ``discrete=True``
   (the default) a crossing first seen at an evaluation at ``r`` with the evaluation before it at
   ``r_prev`` happened with one of the rollouts ending at ``r_prev + B, ..., r``: ``target:<a>:lower`` is
@@ -112,8 +114,8 @@ class ClockOptions:
     include_incomplete: bool = True  # fit running/preempted/unknown runs as censored at last clock
     condition_keys: tuple[str, ...] | None = None  # None: every key but DEFAULT_IGNORED_KEYS
     ignore_keys: tuple[str, ...] = ()  # extra keys (or parents, or globs) left out of the condition
-    # responses up to which crossings and failures are read: "auto" = per condition, the smallest
-    # planned horizon of its runs (``eval.horizon``, else ``train.max_responses``); a number = that
+    # responses up to which crossings and failures are read: "auto" = the horizon the runs record (per
+    # condition the ``eval.horizon`` its runs set, else each run's ``train.max_responses``); a number = that
     # horizon for every run; ((condition label, responses), ...) = those conditions' horizons fixed (a
     # study's), "auto" for the others; None = every evaluation (no horizon)
     horizon: float | str | tuple | None = "auto"
@@ -244,6 +246,7 @@ class _Failure:
     detector: Any
     detection: float  # responses at the detector's decision (NaN when the run did not fail)
     onset: float  # responses at the onset (NaN when unknown)
+    after_horizon: bool = False  # the run failed, detected after the horizon: censored there
 
 
 def run_clocks(
@@ -375,8 +378,10 @@ def _failure(
     only to an interval (the detector's smoothing window and the rollout). With ``opts.discrete`` the
     interval is in whole rollouts, ``[lower, onset]`` with ``lower`` the first rollout boundary after
     the responses at which the condition can have begun (at least B: nothing fails before the first
-    update); ``lower == onset`` is an exact time. A failure after ``horizon`` is right-censored at the
-    last training row within it (the run survived the horizon)."""
+    update); ``lower == onset`` is an exact time. A failure **detected** after ``horizon`` is
+    right-censored at the last metrics row within it, whatever its onset: a run trained to the horizon
+    stops there before its detector decides, and the same trajectory read to the horizon must give the
+    same failure clock (and the same crossings) whether or not the run went on."""
     rows = record.rows
     last = float(rows[-1]["responses"])
     failure = status.get("failure") if status else None
@@ -408,9 +413,13 @@ def _failure(
     if not math.isfinite(onset) and opts.failure_time == "onset":
         notes.append("no failure onset recorded (run written before onsets): detection time used")
     at = onset if opts.failure_time == "onset" and math.isfinite(onset) else detection
-    if at > horizon:
-        notes.append(f"failure at {at:g} after the horizon {horizon:g}: censored there")
-        return survived(_last_within(rows, horizon))
+    if detection > horizon:
+        # what a run trained to the horizon records: it stops there before the detector decides, so
+        # the failure is not an event of the horizon's run, whatever its onset (docs/analysis.md)
+        notes.append(f"failure detected at {detection:g} after the horizon {horizon:g}: censored there")
+        end = _last_within(rows, horizon)
+        value = end if opts.clock == "responses" else _clock_at(rows, end, opts.clock)
+        return _Failure(True, end, value, math.nan, False, None, math.nan, math.nan, after_horizon=True)
     value = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
     lower, limited = math.nan, False
     if opts.failure_time == "onset" and math.isfinite(onset):
@@ -570,7 +579,7 @@ def _check_truncated(status: dict | None, rows: list[dict[str, Any]], notes: lis
 def _check_reported_failure(summary: dict, fail: _Failure, notes: list[str]) -> bool:
     """Whether summary.json's failure disagrees with status.json and the metrics (noted)."""
     rep_fail = summary.get("failure") if isinstance(summary.get("failure"), dict) else None
-    if rep_fail is None:
+    if rep_fail is None or fail.after_horizon:  # the run's own record is read only up to the horizon
         return False
     mismatch = False
     rep_at, rep_failed = rep_fail.get("responses"), rep_fail.get("failed")
@@ -699,7 +708,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     # results must not depend on the order in which runs were found: work in run-id order
     records = sorted(records, key=lambda r: (r.run, r.path))
     targets = sorted(set(opts.targets or [t for r in records for t in _config_targets(r.config)]))
-    horizons = condition_horizons(records, opts)
+    horizons, horizon_messages = condition_horizons(records, opts)
     rows, eval_parts, kept, skipped = [], [], [], []
     for record, horizon in zip(records, horizons):
         try:
@@ -715,7 +724,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     keys, varying, conditions = _conditions(flats, opts)
 
     runs = pd.DataFrame(rows)
-    messages: list[str] = []
+    messages: list[str] = list(horizon_messages)
     if not rows:
         return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages, opts)
     runs.insert(1, "condition", conditions)
@@ -743,7 +752,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
 
 
 def planned_horizon(config: dict[str, Any]) -> float:
-    """A run's planned horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
+    """A run's recorded horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
     budget it was launched with), else infinite."""
     for key in ("eval.horizon", "train.max_responses"):
         value = get_path(config, key)
@@ -752,24 +761,64 @@ def planned_horizon(config: dict[str, Any]) -> float:
     return math.inf
 
 
-def condition_horizons(records: list[RunRecord], opts: ClockOptions) -> list[float]:
-    """The horizon of each record (the responses up to which its crossings and failure are read).
+def _set_horizon(config: dict[str, Any]) -> float | None:
+    """``eval.horizon`` where the run's config sets one (a study's, or the user's), else None."""
+    value = get_path(config, "eval.horizon")
+    return float(value) if is_number(value) and value > 0 else None
 
-    ``opts.horizon="auto"``: the smallest :func:`planned_horizon` of the runs of its condition — a
-    number fixed by the runs' configs before they start, common to every size and seed, and unchanged
-    when a run is continued or given a larger budget (a run past the horizon is read only up to it).
-    A number: that horizon for every run; None: no horizon."""
+
+def condition_horizons(records: list[RunRecord], opts: ClockOptions) -> tuple[list[float], list[str]]:
+    """The horizon of each record (the responses up to which its crossings and failure are read), and
+    the messages about conditions whose runs record different horizons.
+
+    ``opts.horizon="auto"``: the horizon the runs **record** before they start, never a minimum over the
+    runs present (adding a run never re-reads another). Per condition: the ``eval.horizon`` its runs set
+    (a study sets it on every run after its pilot; the runs of the condition that set none, such as the
+    pilot's, launched before it was fixed, are read to it too), else the ``train.max_responses`` they
+    were launched with. Where the runs of a condition record different horizons each run is read to its
+    own (:func:`planned_horizon`) and a message names them. A number: that horizon for every run;
+    ``((condition, responses), ...)``: those conditions fixed, ``auto`` for the others; None: no
+    horizon."""
     if opts.horizon is None:
-        return [math.inf] * len(records)
+        return [math.inf] * len(records), []
     if isinstance(opts.horizon, (int, float)):
-        return [float(opts.horizon)] * len(records)
+        return [float(opts.horizon)] * len(records), []
     _, _, labels = _conditions([flatten_config(r.config) for r in records], opts)
-    smallest: dict[str, float] = {}
-    planned = [planned_horizon(r.config) for r in records]
-    for label, h in zip(labels, planned):
-        smallest[label] = min(smallest.get(label, math.inf), h)
     fixed = dict(opts.horizon) if isinstance(opts.horizon, (dict, tuple)) else {}
-    return [float(fixed.get(label, smallest[label])) for label in labels]
+    own = [planned_horizon(r.config) for r in records]
+    chosen = list(own)
+    messages = []
+    for label in sorted(set(labels)):
+        mine = [i for i, x in enumerate(labels) if x == label]
+        if label in fixed:
+            for i in mine:
+                chosen[i] = float(fixed[label])
+            continue
+        set_by = {_set_horizon(records[i].config) for i in mine} - {None}
+        if len(set_by) == 1:  # the condition's eval.horizon, for the runs launched before it too
+            for i in mine:
+                chosen[i] = next(iter(set_by))
+            continue
+        recorded = {own[i] for i in mine}
+        if len(recorded) > 1:
+            messages.append(_disagreement(label, [(records[i].run, own[i]) for i in mine]))
+    return chosen, messages
+
+
+def _disagreement(label: str, runs: list[tuple[str, float]]) -> str:
+    """The message for a condition whose runs record different horizons (each run read to its own)."""
+    by_h: dict[float, list[str]] = {}
+    for run, h in runs:
+        by_h.setdefault(h, []).append(run)
+    parts = [
+        f"{h:g} ({len(names)} run(s): {', '.join(sorted(names)[:4])}{', ...' if len(names) > 4 else ''})"
+        for h, names in sorted(by_h.items())
+    ]
+    return (
+        f"condition {label}: its runs record different horizons (eval.horizon, else train.max_responses): "
+        f"{'; '.join(parts)}; each run is read to its own (--horizon N reads every run to one; a run "
+        "continued past its horizon should record it in eval.horizon)"
+    )
 
 
 def _horizon_messages(runs: pd.DataFrame) -> list[str]:
@@ -786,10 +835,10 @@ def _horizon_messages(runs: pd.DataFrame) -> list[str]:
                 "horizon is set: how far a crossing can look ahead differs between runs (--horizon)"
             )
         elif not unbounded and len(group):
-            horizon = float(runs.loc[runs["condition"] == condition, "horizon"].iloc[0])
+            horizon = ", ".join(f"{h:g}" for h in sorted(set(group["horizon"])))
             out.append(
                 f"condition {condition}: {len(group)} completed run(s) stopped before the horizon "
-                f"{horizon:g} (at {', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} "
+                f"{horizon} (at {', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} "
                 "responses: train.stop_at_targets or a smaller budget); their crossings are read from "
                 "fewer evaluations than the other runs' (--horizon sets a common one)"
             )
