@@ -134,9 +134,10 @@ def clocks_table(
 
     ``tables.runs`` has one row per run (``condition``, ``B``, ``seed``, ``target:<a>`` and
     ``target:<a>:censored``/``:lower``, ``failure``/``failure:censored``, ``in_fit``, …) and
-    ``tables.evals`` one row per evaluation. Options as the CLI's: ``crossing`` is ``interval``
-    (default), ``exact`` (``--exact-crossings``), ``interpolate`` or ``isotonic``; ``horizon`` is the
-    responses up to which crossings are read (``"auto"``: per condition, ``--horizon``).
+    ``tables.evals`` one row per evaluation. Options as the CLI's: ``crossing`` is a crossing rule's
+    name (:mod:`analysis.data.crossings`: ``interval``, the default, ``isotonic``, ``exact``,
+    ``interpolate``, or a registered one: ``--crossing``); ``horizon`` is the responses up to which
+    crossings and failures are read (``"auto"``: the horizon the runs record, ``--horizon``).
     """
     records = runs.records if isinstance(runs, Runs) else list(runs)
     opts = ClockOptions(
@@ -157,10 +158,7 @@ def fit_conditions(
 ) -> Fits:
     """Fit R_T(B) = c·B^α per target and R_F(B) = d·B^γ for every condition (censored log-normal
     likelihood, bootstrap over seeds within each B: ``--bootstrap``, ``--seed``, ``--no-joint``)."""
-    interpolated = tables.options is not None and tables.options.crossing_mode == "interpolate"
-    exponents, results = _fit_conditions(
-        tables, n_boot=n_boot, seed=seed, interpolated=interpolated, joint_model=joint_model, jobs=jobs
-    )
+    exponents, results = _fit_conditions(tables, n_boot=n_boot, seed=seed, joint_model=joint_model, jobs=jobs)
     return Fits(exponents, results)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from analysis._parallel import default_jobs
 from analysis.data.clock_tables import CLOCK_CHOICES, ClockOptions, build_tables
+from analysis.data.crossings import crossing_names
 from analysis.data.load import load_source
 from analysis.fits.results import Results
 from analysis.fits.which_b import parse_throughput, throughput_point
@@ -63,18 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     crossing = p.add_mutually_exclusive_group()
     crossing.add_argument(
-        "--interpolate", action="store_true", help="R_T interpolated linearly between evaluations (exact)"
+        "--crossing",
+        choices=crossing_names(),
+        default="interval",
+        metavar="NAME",
+        help="the crossing rule that reads R_T from each run's evaluations (analysis.data.crossings: "
+        f"{', '.join(crossing_names())}; default interval: interval-censored between evaluations)",
     )
-    crossing.add_argument(
-        "--exact-crossings",
-        action="store_true",
-        help="R_T = first evaluation at/above the target, as if exact (default: interval-censored)",
-    )
-    crossing.add_argument(
-        "--isotonic",
-        action="store_true",
-        help="interval-censored crossing of the accuracy curve smoothed by isotonic regression",
-    )
+    for flag, name, text in (
+        ("--interpolate", "interpolate", "R_T interpolated linearly between evaluations (exact)"),
+        ("--exact-crossings", "exact", "R_T = first evaluation at/above the target, as if exact"),
+        ("--isotonic", "isotonic", "interval-censored crossing of the isotonic-smoothed accuracy curve"),
+    ):
+        crossing.add_argument(
+            flag, dest="crossing", action="store_const", const=name, help=f"--crossing {name}: {text}"
+        )
     p.add_argument(
         "--failure-time",
         choices=("onset", "detection"),
@@ -89,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_horizon_arg,
         default="auto",
         metavar="auto|none|N|FILE.json",
-        help="responses up to which crossings and failures are read (default auto: per condition, the "
-        "smallest eval.horizon or train.max_responses of its runs)",
+        help="responses up to which crossings and failures are read (default auto: the horizon the runs "
+        "record, per condition the eval.horizon its runs set, else each run's train.max_responses)",
     )
     p.add_argument(
         "--continuous-brackets",
@@ -217,7 +221,7 @@ def run(args: argparse.Namespace, api=None) -> int:
     messages = messages + figure_warnings
     options = ReportOptions(
         clock=args.clock,
-        crossing=tables.options.crossing_mode,
+        crossing=tables.options.crossing,
         failure_time=args.failure_time,
         n_boot=args.bootstrap,
     )
@@ -240,8 +244,7 @@ def clock_options(args: argparse.Namespace) -> ClockOptions:
     return ClockOptions(
         clock=args.clock,
         targets=tuple(args.targets) if args.targets else None,
-        interpolate=args.interpolate,
-        crossing="exact" if args.exact_crossings else "isotonic" if args.isotonic else "interval",
+        crossing=args.crossing,
         failure_time=args.failure_time,
         resolution_frac=args.resolution_frac,
         include_incomplete=not args.drop_incomplete,
@@ -257,7 +260,6 @@ def settings(args: argparse.Namespace) -> Settings:
     return Settings(
         n_boot=args.bootstrap,
         seed=args.seed,
-        interpolated=args.interpolate,
         joint_model=not args.no_joint,
         jobs=args.jobs,
         resample=args.resample,

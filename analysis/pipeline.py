@@ -38,7 +38,6 @@ class Settings:
 
     n_boot: int = 2000
     seed: int = 0
-    interpolated: bool = False
     joint_model: bool = True
     jobs: int = 1
     resample: str = "seeds"
@@ -55,7 +54,6 @@ def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Res
         tables,
         n_boot=s.n_boot,
         seed=s.seed,
-        interpolated=s.interpolated,
         joint_model=s.joint_model,
         jobs=s.jobs,
         resample=s.resample,

@@ -279,8 +279,8 @@ def _analyze(study) -> int:
     ]
     if study.targets:
         args += ["--targets", *[f"{t:g}" for t in study.targets]]
-    if study.crossing == "isotonic":
-        args.append("--isotonic")
+    if study.crossing != "interval":
+        args += ["--crossing", study.crossing]
     if (Path(study.folder) / HORIZONS).is_file():
         args += ["--horizon", str(Path(study.folder) / HORIZONS)]
     if study.gain_targets:

@@ -74,7 +74,7 @@ class Study:
     bootstrap: int = 1000
     max_runs_per_round: int | None = None
     common: bool = True  # one common alpha per condition where the common-alpha test does not reject
-    crossing: str = "interval"  # analysis.data.clock_tables crossing mode: interval | isotonic
+    crossing: str = "interval"  # a bracketing rule of analysis.data.crossings: interval, isotonic, ...
     failure_width: float = 0.6  # the requested width of gamma's interval (conditions with clock: failure)
     # each targets condition's horizon, fixed after the pilot: this many times the slowest pilot crossing
     # of the top target at the reference size (capped at the run budget; docs/study.md)
@@ -202,8 +202,13 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
             raise StudyError(f"common: true or false, got {raw['common']!r}")
         study.common = raw["common"]
     if "crossing" in raw:
-        if raw["crossing"] not in ("interval", "isotonic"):
-            raise StudyError(f"crossing: interval or isotonic, got {raw['crossing']!r}")
+        from analysis.data.crossings import crossing_names
+
+        names = crossing_names(brackets_only=True)  # the study plans on interval-censored crossings
+        if raw["crossing"] not in names:
+            raise StudyError(
+                f"crossing: one of the bracketing rules {', '.join(names)}, got {raw['crossing']!r}"
+            )
         study.crossing = raw["crossing"]
     for key, kind in (
         ("pilot_seeds", int),

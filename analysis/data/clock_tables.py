@@ -2,36 +2,28 @@
 
 For each run (docs/design.md §3):
 
-* **Responses-to-target** ``R_T(a)``: the true crossing lies between the last evaluation below ``a``
-  and the first evaluation with ``eval/accuracy >= a``. By default (``crossing="interval"``) the run
-  enters the fit as **interval-censored** in ``(target:<a>:lower, target:<a>]``: ``target:<a>`` is the
-  clock at the first evaluation at or above ``a`` (what the trainer's ``summary.json`` reports) and
-  ``target:<a>:lower`` the clock at the evaluation before it. A crossing at the first evaluation after
-  the step-0 one has the step-0 clock as lower bound, which is 0 on the ``responses`` clock: the point
-  is then left-censored (``R_T <= target:<a>``). ``crossing="exact"`` takes ``target:<a>`` as if it
-  were the crossing (the old behaviour, biased low with sparse evaluations); ``crossing="interpolate"``
-  replaces it by the linear interpolation between the two evaluations (exact in the fit);
-  ``crossing="isotonic"`` finds the interval on the accuracy curve smoothed by isotonic (non-decreasing)
-  regression (``scipy.optimize.isotonic_regression``, pool-adjacent-violators) over the stretch where
-  the curve is meant to rise: the evaluations up to the failure time (failed runs) and, within them,
-  up to the last evaluation at the peak accuracy — so a later decline is never pooled into the rise and
-  cannot hide a crossing. The first evaluation whose smoothed accuracy reaches ``a`` and the one
-  before it bound the crossing. It uses every evaluation instead of the first noisy one above ``a``, so
-  an evaluation-noise spike cannot make a crossing early; it assumes the underlying curve does not
-  decrease before the crossing (true of healthy learning curves; a run that falls back below ``a``
-  after a spike is timed where the pooled curve reaches it).
+* **Responses-to-target** ``R_T(a)``: read by the **crossing rule** named in ``ClockOptions.crossing``
+  (:mod:`analysis.data.crossings`: one registered function per rule, handed only the evaluations the
+  run is read at). The default, ``interval``, brackets the crossing between the last evaluation below
+  ``a`` and the first with ``eval/accuracy >= a``: the run enters the fit as **interval-censored** in
+  ``[target:<a>:lower, target:<a>]``, ``target:<a>`` being the clock at the first evaluation at or
+  above ``a`` (what the trainer's ``summary.json`` reports); ``isotonic`` does the same on the
+  isotonic fit of the curve up to its peak; ``exact`` and ``interpolate`` give a time taken as exact
+  (``target:<a>:lower`` empty).
 * **A horizon fixed before the runs.** Crossings and failures are read only from the metrics rows at
-  or before the run's **horizon** ``H`` (responses), common to every run of a condition (every size and
-  seed): by default (``horizon="auto"``) the smallest planned horizon of the condition's runs —
-  ``eval.horizon`` where a study set it, else the ``train.max_responses`` the run was launched with.
-  Both are in the run's config before it starts, so continuing a run, or giving it a larger budget,
-  changes no crossing of any run: a run not crossed by ``H`` is right-censored at its last evaluation
+  or before the run's **horizon** ``H`` (responses), which the run records before it starts
+  (:func:`condition_horizons`): by default (``horizon="auto"``) the ``eval.horizon`` its condition's
+  runs set (a study's, after its pilot: the pilot's runs are read to it too), else the
+  ``train.max_responses`` it was launched with; never a minimum over the runs present. One horizon for
+  everything a run contributes: a run not crossed by ``H`` is right-censored at its last evaluation
   within ``H`` (``censored_by = budget``, whether its own budget or the horizon ended it), a failure
-  after ``H`` is censored there, and an incomplete run observed past ``H`` is complete for the
-  analysis (``past_horizon``). Without a horizon (``horizon=None``) the isotonic rule below pools evaluations
-  up to the run's peak however long the run went on, so a run's length — its budget, or
-  ``train.stop_at_targets`` — would move its crossings; the tables say when runs of one condition
-  stopped at different points before the horizon.
+  counts only if its detector decided at or before ``H`` (a run trained to ``H`` stops there before a
+  later detection, whatever the onset) and is censored at ``H`` otherwise, and an incomplete run
+  observed past ``H`` is complete for the analysis (``past_horizon``). So a run trained to ``H`` and the
+  same run continued past it give the same failure and crossings. Without a horizon
+  (``horizon=None``) the isotonic rule pools evaluations up to the run's peak however long the run
+  went on, so a run's length — its budget, or ``train.stop_at_targets`` — would move its crossings;
+  the tables say when runs of one condition stopped at different points before the horizon.
 * **Discrete in rollouts.** The policy changes only at rollout boundaries, so with ``discrete=True``
   (the default) a crossing first seen at an evaluation at ``r`` with the evaluation before it at
   ``r_prev`` happened with one of the rollouts ending at ``r_prev + B, ..., r``: ``target:<a>:lower`` is
@@ -93,6 +85,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.data.crossings import Bracket, Curve, crossing_rule, rollout_after
 from analysis.data.load import (
     CLOCKS,
     DEFAULT_IGNORED_KEYS,
@@ -108,7 +101,6 @@ from analysis.data.load import (
 )
 
 CLOCK_CHOICES = ("responses", "tokens", "flops", "flops_nominal", "wall_seconds", "optimizer_steps")
-CROSSINGS = ("interval", "exact", "interpolate", "isotonic")
 FAILURE_TIMES = ("onset", "detection")
 
 
@@ -116,15 +108,14 @@ FAILURE_TIMES = ("onset", "detection")
 class ClockOptions:
     clock: str = "responses"  # which clock the events are measured on
     targets: tuple[float, ...] | None = None  # None: union of every run's eval.targets
-    interpolate: bool = False  # shorthand for crossing="interpolate"
-    crossing: str = "interval"  # interval | exact | interpolate | isotonic (see the module docstring)
+    crossing: str = "interval"  # a crossing rule's name (analysis.data.crossings: interval, isotonic, ...)
     failure_time: str = "onset"  # onset | detection: which failure time the failure clock uses
     resolution_frac: float = 0.25  # spacing or B above this fraction of R_T flags the point
     include_incomplete: bool = True  # fit running/preempted/unknown runs as censored at last clock
     condition_keys: tuple[str, ...] | None = None  # None: every key but DEFAULT_IGNORED_KEYS
     ignore_keys: tuple[str, ...] = ()  # extra keys (or parents, or globs) left out of the condition
-    # responses up to which crossings and failures are read: "auto" = per condition, the smallest
-    # planned horizon of its runs (``eval.horizon``, else ``train.max_responses``); a number = that
+    # responses up to which crossings and failures are read: "auto" = the horizon the runs record (per
+    # condition the ``eval.horizon`` its runs set, else each run's ``train.max_responses``); a number = that
     # horizon for every run; ((condition label, responses), ...) = those conditions' horizons fixed (a
     # study's), "auto" for the others; None = every evaluation (no horizon)
     horizon: float | str | tuple | None = "auto"
@@ -134,10 +125,6 @@ class ClockOptions:
     # (the smallest), None keeps every size (analysis.fits.exponents.fit_conditions)
     early_rollouts: int = 4
     max_early_sizes: int | None = 1
-
-    @property
-    def crossing_mode(self) -> str:
-        return "interpolate" if self.interpolate else self.crossing
 
 
 @dataclass
@@ -259,6 +246,7 @@ class _Failure:
     detector: Any
     detection: float  # responses at the detector's decision (NaN when the run did not fail)
     onset: float  # responses at the onset (NaN when unknown)
+    after_horizon: bool = False  # the run failed, detected after the horizon: censored there
 
 
 def run_clocks(
@@ -390,8 +378,10 @@ def _failure(
     only to an interval (the detector's smoothing window and the rollout). With ``opts.discrete`` the
     interval is in whole rollouts, ``[lower, onset]`` with ``lower`` the first rollout boundary after
     the responses at which the condition can have begun (at least B: nothing fails before the first
-    update); ``lower == onset`` is an exact time. A failure after ``horizon`` is right-censored at the
-    last training row within it (the run survived the horizon)."""
+    update); ``lower == onset`` is an exact time. A failure **detected** after ``horizon`` is
+    right-censored at the last metrics row within it, whatever its onset: a run trained to the horizon
+    stops there before its detector decides, and the same trajectory read to the horizon must give the
+    same failure clock (and the same crossings) whether or not the run went on."""
     rows = record.rows
     last = float(rows[-1]["responses"])
     failure = status.get("failure") if status else None
@@ -423,9 +413,13 @@ def _failure(
     if not math.isfinite(onset) and opts.failure_time == "onset":
         notes.append("no failure onset recorded (run written before onsets): detection time used")
     at = onset if opts.failure_time == "onset" and math.isfinite(onset) else detection
-    if at > horizon:
-        notes.append(f"failure at {at:g} after the horizon {horizon:g}: censored there")
-        return survived(_last_within(rows, horizon))
+    if detection > horizon:
+        # what a run trained to the horizon records: it stops there before the detector decides, so
+        # the failure is not an event of the horizon's run, whatever its onset (docs/analysis.md)
+        notes.append(f"failure detected at {detection:g} after the horizon {horizon:g}: censored there")
+        end = _last_within(rows, horizon)
+        value = end if opts.clock == "responses" else _clock_at(rows, end, opts.clock)
+        return _Failure(True, end, value, math.nan, False, None, math.nan, math.nan, after_horizon=True)
     value = at if opts.clock == "responses" else _clock_at(rows, at, opts.clock)
     lower, limited = math.nan, False
     if opts.failure_time == "onset" and math.isfinite(onset):
@@ -448,13 +442,6 @@ def horizon_end(horizon, size):
         return np.where(np.isfinite(h), b * np.ceil(h / b - 1e-9), h)
 
 
-def rollout_after(responses: float, size: float) -> float:
-    """The responses at the end of the first rollout that ends after ``responses`` (a multiple of the
-    rollout size B, at least B): the earliest time of an event known to come after ``responses``,
-    since the policy changes only at rollout boundaries."""
-    return size * (math.floor(max(responses, 0.0) / size + 1e-9) + 1)
-
-
 def _last_within(rows: list[dict[str, Any]], horizon: float) -> float:
     """The responses of the last metrics row at or before ``horizon`` (the first row's if none)."""
     within = [float(r["responses"]) for r in rows if float(r["responses"]) <= horizon]
@@ -467,16 +454,15 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
 
     Targets are observed while the run is at risk of reaching them: up to its failure time (the
     competing event), so a crossing seen after the onset counts as failed first, as in the incidence.
+    The crossing rule (:mod:`analysis.data.crossings`) reads only those evaluations.
     """
     # at risk until the failure (within the horizon) and read only up to the horizon (in whole rollouts)
-    horizon = out["horizon"]
-    horizon = float(horizon_end(horizon, size))
+    horizon = float(horizon_end(out["horizon"], size))
     observable = ev.resp <= (fail.at if not fail.censored else horizon)
-    raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
-    hits = raw_hits & observable[:, None]
-    if opts.crossing_mode == "isotonic":
-        hits = isotonic_hits(ev.acc, observable, targets)
     seen = np.flatnonzero(observable)
+    curve = Curve(ev.resp[seen], ev.acc[seen], float(size), horizon, bool(opts.discrete))
+    rule = crossing_rule(opts.crossing).read
+    raw_hits = ev.acc[:, None] >= np.asarray(targets)[None, :]  # [n_evals, n_targets]; NaN never hits
     by_value = _reported_targets(summary)
     if not fail.censored:
         cause = "failure"
@@ -485,9 +471,9 @@ def _target_columns(out, targets, ev, fail, state, incomplete, size, summary, op
     mismatch = False
     for j, a in enumerate(targets):
         label = target_label(a)
-        idx = int(np.argmax(hits[:, j])) if hits[:, j].any() else -1
-        if idx >= 0:
-            column = _target_reached(ev, idx, a, label, size, opts, notes)
+        bracket = rule(curve, float(a)) if seen.size else None
+        if bracket is not None:
+            column = _target_reached(ev, seen, bracket, label, size, opts, notes)
         else:
             # censored at the failure, else at the last evaluation read (within the horizon)
             last_read = float(ev.clk[seen[-1]]) if seen.size else float(ev.clk[0])
@@ -515,9 +501,14 @@ _TARGET_SUFFIXES = (
 )
 
 
-def _target_reached(ev: _Evaluations, idx: int, a: float, label: str, size, opts, notes) -> tuple:
-    """The columns of a target first hit at evaluation ``idx`` (see ``_TARGET_SUFFIXES``)."""
-    resp, clk, acc = ev.resp, ev.clk, ev.acc
+def _target_reached(
+    ev: _Evaluations, seen: np.ndarray, bracket: Bracket, label: str, size, opts, notes
+) -> tuple:
+    """The columns of a target whose rule gave ``bracket`` on the evaluations ``seen`` (indices into the
+    run's evaluations; see ``_TARGET_SUFFIXES``): the ends on the chosen clock, an end at an evaluation
+    at that evaluation's clock, any other at the last metrics row at or before it."""
+    idx = int(bracket.seen)
+    resp, clk = ev.resp[seen], ev.clk[seen]
     value, lower, limited, interpolated = float(clk[idx]), math.nan, False, False
     if resp[idx] <= 0:
         notes.append(f"{label} already met at step 0; left out of its fit")
@@ -529,22 +520,21 @@ def _target_reached(ev: _Evaluations, idx: int, a: float, label: str, size, opts
         or spacing > opts.resolution_frac * resp[idx]
         or size > opts.resolution_frac * resp[idx]
     )
-    mode = opts.crossing_mode
-    if mode in ("interval", "isotonic") and opts.discrete:
-        # the policy changes only at rollout boundaries: the crossing came with one of the rollouts
-        # after the evaluation below (the first of them at the earliest; at least B)
-        first = min(float(resp[idx]), rollout_after(float(resp[idx - 1]) if idx > 0 else 0.0, float(size)))
-        lower = first if opts.clock == "responses" else _clock_at(ev.all_rows, first, opts.clock)
-        if not math.isfinite(lower):
-            lower = 0.0
-    elif mode in ("interval", "isotonic"):
-        lower = float(clk[idx - 1]) if idx > 0 else 0.0
-        if not math.isfinite(lower):
-            lower = 0.0
-    elif mode == "interpolate" and idx > 0 and acc[idx] > acc[idx - 1]:
-        frac = (a - acc[idx - 1]) / (acc[idx] - acc[idx - 1])
-        value = float(clk[idx - 1] + frac * (clk[idx] - clk[idx - 1]))
+    if math.isfinite(bracket.fraction) and idx > 0:
+        value = float(clk[idx - 1] + bracket.fraction * (clk[idx] - clk[idx - 1]))
         interpolated = True
+    if math.isfinite(bracket.lower):
+        lower = float(bracket.lower)
+        if opts.clock != "responses":
+            at = np.flatnonzero(resp == lower)
+            if lower <= 0:
+                lower = 0.0
+            elif at.size:
+                lower = float(clk[at[-1]])
+            else:
+                lower = _clock_at(ev.all_rows, lower, opts.clock)
+        if not math.isfinite(lower):
+            lower = 0.0
     return value, lower, math.nan, False, "", limited, interpolated
 
 
@@ -589,7 +579,7 @@ def _check_truncated(status: dict | None, rows: list[dict[str, Any]], notes: lis
 def _check_reported_failure(summary: dict, fail: _Failure, notes: list[str]) -> bool:
     """Whether summary.json's failure disagrees with status.json and the metrics (noted)."""
     rep_fail = summary.get("failure") if isinstance(summary.get("failure"), dict) else None
-    if rep_fail is None:
+    if rep_fail is None or fail.after_horizon:  # the run's own record is read only up to the horizon
         return False
     mismatch = False
     rep_at, rep_failed = rep_fail.get("responses"), rep_fail.get("failed")
@@ -667,38 +657,6 @@ def failure_lower(failure, detector, onset: float, size: float, config: dict, ev
     return max(0.0, onset - size - window)
 
 
-def isotonic_hits(acc: np.ndarray, observable: np.ndarray, targets) -> np.ndarray:
-    """``[n_evals, n_targets]``: evaluations whose isotonic-smoothed accuracy reaches each target.
-
-    The curve is smoothed only over the stretch where it is meant to rise: the evaluations the run was
-    observed at risk (up to its failure time) and, within them, up to the last evaluation at the peak
-    accuracy. A later decline (a collapse, or drift after the peak) is not pooled into the rise, so it
-    cannot pull the smoothed curve below a target the run did cross.
-    """
-    hits = np.zeros((acc.size, len(targets)), bool)
-    idx = np.flatnonzero(observable & np.isfinite(acc))
-    if idx.size == 0:
-        return hits
-    peak = idx[np.flatnonzero(acc[idx] == acc[idx].max())[-1]]
-    part = np.arange(peak + 1)
-    part = part[observable[part]]
-    smooth = smoothed_accuracy(acc[part])
-    hits[part] = smooth[:, None] >= np.asarray(targets)[None, :]
-    return hits
-
-
-def smoothed_accuracy(acc: np.ndarray) -> np.ndarray:
-    """Isotonic (non-decreasing) least-squares fit of a run's accuracies in evaluation order; NaN
-    evaluations are skipped and stay NaN."""
-    from scipy.optimize import isotonic_regression
-
-    out = np.full(acc.shape, np.nan)
-    ok = np.isfinite(acc)
-    if ok.any():
-        out[ok] = isotonic_regression(acc[ok]).x
-    return out
-
-
 def _canonical(value: Any) -> tuple:
     """Grouping identity of a flattened config value: 8 and 8.0 are one setting, True and 1 are not."""
     if isinstance(value, bool) or value is None:
@@ -750,7 +708,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     # results must not depend on the order in which runs were found: work in run-id order
     records = sorted(records, key=lambda r: (r.run, r.path))
     targets = sorted(set(opts.targets or [t for r in records for t in _config_targets(r.config)]))
-    horizons = condition_horizons(records, opts)
+    horizons, horizon_messages = condition_horizons(records, opts)
     rows, eval_parts, kept, skipped = [], [], [], []
     for record, horizon in zip(records, horizons):
         try:
@@ -766,7 +724,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
     keys, varying, conditions = _conditions(flats, opts)
 
     runs = pd.DataFrame(rows)
-    messages: list[str] = []
+    messages: list[str] = list(horizon_messages)
     if not rows:
         return Tables(runs, pd.DataFrame(), targets, keys, varying, skipped, messages, opts)
     runs.insert(1, "condition", conditions)
@@ -794,7 +752,7 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
 
 
 def planned_horizon(config: dict[str, Any]) -> float:
-    """A run's planned horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
+    """A run's recorded horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
     budget it was launched with), else infinite."""
     for key in ("eval.horizon", "train.max_responses"):
         value = get_path(config, key)
@@ -803,24 +761,64 @@ def planned_horizon(config: dict[str, Any]) -> float:
     return math.inf
 
 
-def condition_horizons(records: list[RunRecord], opts: ClockOptions) -> list[float]:
-    """The horizon of each record (the responses up to which its crossings and failure are read).
+def _set_horizon(config: dict[str, Any]) -> float | None:
+    """``eval.horizon`` where the run's config sets one (a study's, or the user's), else None."""
+    value = get_path(config, "eval.horizon")
+    return float(value) if is_number(value) and value > 0 else None
 
-    ``opts.horizon="auto"``: the smallest :func:`planned_horizon` of the runs of its condition — a
-    number fixed by the runs' configs before they start, common to every size and seed, and unchanged
-    when a run is continued or given a larger budget (a run past the horizon is read only up to it).
-    A number: that horizon for every run; None: no horizon."""
+
+def condition_horizons(records: list[RunRecord], opts: ClockOptions) -> tuple[list[float], list[str]]:
+    """The horizon of each record (the responses up to which its crossings and failure are read), and
+    the messages about conditions whose runs record different horizons.
+
+    ``opts.horizon="auto"``: the horizon the runs **record** before they start, never a minimum over the
+    runs present (adding a run never re-reads another). Per condition: the ``eval.horizon`` its runs set
+    (a study sets it on every run after its pilot; the runs of the condition that set none, such as the
+    pilot's, launched before it was fixed, are read to it too), else the ``train.max_responses`` they
+    were launched with. Where the runs of a condition record different horizons each run is read to its
+    own (:func:`planned_horizon`) and a message names them. A number: that horizon for every run;
+    ``((condition, responses), ...)``: those conditions fixed, ``auto`` for the others; None: no
+    horizon."""
     if opts.horizon is None:
-        return [math.inf] * len(records)
+        return [math.inf] * len(records), []
     if isinstance(opts.horizon, (int, float)):
-        return [float(opts.horizon)] * len(records)
+        return [float(opts.horizon)] * len(records), []
     _, _, labels = _conditions([flatten_config(r.config) for r in records], opts)
-    smallest: dict[str, float] = {}
-    planned = [planned_horizon(r.config) for r in records]
-    for label, h in zip(labels, planned):
-        smallest[label] = min(smallest.get(label, math.inf), h)
     fixed = dict(opts.horizon) if isinstance(opts.horizon, (dict, tuple)) else {}
-    return [float(fixed.get(label, smallest[label])) for label in labels]
+    own = [planned_horizon(r.config) for r in records]
+    chosen = list(own)
+    messages = []
+    for label in sorted(set(labels)):
+        mine = [i for i, x in enumerate(labels) if x == label]
+        if label in fixed:
+            for i in mine:
+                chosen[i] = float(fixed[label])
+            continue
+        set_by = {_set_horizon(records[i].config) for i in mine} - {None}
+        if len(set_by) == 1:  # the condition's eval.horizon, for the runs launched before it too
+            for i in mine:
+                chosen[i] = next(iter(set_by))
+            continue
+        recorded = {own[i] for i in mine}
+        if len(recorded) > 1:
+            messages.append(_disagreement(label, [(records[i].run, own[i]) for i in mine]))
+    return chosen, messages
+
+
+def _disagreement(label: str, runs: list[tuple[str, float]]) -> str:
+    """The message for a condition whose runs record different horizons (each run read to its own)."""
+    by_h: dict[float, list[str]] = {}
+    for run, h in runs:
+        by_h.setdefault(h, []).append(run)
+    parts = [
+        f"{h:g} ({len(names)} run(s): {', '.join(sorted(names)[:4])}{', ...' if len(names) > 4 else ''})"
+        for h, names in sorted(by_h.items())
+    ]
+    return (
+        f"condition {label}: its runs record different horizons (eval.horizon, else train.max_responses): "
+        f"{'; '.join(parts)}; each run is read to its own (--horizon N reads every run to one; a run "
+        "continued past its horizon should record it in eval.horizon)"
+    )
 
 
 def _horizon_messages(runs: pd.DataFrame) -> list[str]:
@@ -837,10 +835,10 @@ def _horizon_messages(runs: pd.DataFrame) -> list[str]:
                 "horizon is set: how far a crossing can look ahead differs between runs (--horizon)"
             )
         elif not unbounded and len(group):
-            horizon = float(runs.loc[runs["condition"] == condition, "horizon"].iloc[0])
+            horizon = ", ".join(f"{h:g}" for h in sorted(set(group["horizon"])))
             out.append(
                 f"condition {condition}: {len(group)} completed run(s) stopped before the horizon "
-                f"{horizon:g} (at {', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} "
+                f"{horizon} (at {', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} "
                 "responses: train.stop_at_targets or a smaller budget); their crossings are read from "
                 "fewer evaluations than the other runs' (--horizon sets a common one)"
             )
@@ -850,8 +848,7 @@ def _horizon_messages(runs: pd.DataFrame) -> list[str]:
 def _check_options(opts: ClockOptions) -> None:
     if opts.clock not in CLOCK_CHOICES:
         raise ValueError(f"clock must be one of {CLOCK_CHOICES}, got {opts.clock!r}")
-    if opts.crossing not in CROSSINGS:
-        raise ValueError(f"crossing must be one of {CROSSINGS}, got {opts.crossing!r}")
+    crossing_rule(opts.crossing)  # ValueError naming the registered rules
     if opts.failure_time not in FAILURE_TIMES:
         raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
     h = opts.horizon

@@ -150,7 +150,6 @@ def fit_conditions(
     tables: Tables,
     n_boot: int = 1000,
     seed: int = 0,
-    interpolated: bool = False,
     joint_model: bool = True,
     jobs: int = 1,
     resample: str = "seeds",
@@ -174,7 +173,7 @@ def fit_conditions(
     runs = tables.runs
     key_columns = [c for c in tables.varying_keys if c in runs.columns]
     conditions = sorted(runs["condition"].unique())
-    job = _FitJob(tables, n_boot, seed, interpolated, joint_model, key_columns, resample)
+    job = _FitJob(tables, n_boot, seed, joint_model, key_columns, resample)
     parts = fork_map(_fit_condition, conditions, jobs if len(conditions) > 1 else 1, shared=job)
     rows, fits = [], {}
     for part_rows, part_fits in parts:
@@ -190,7 +189,6 @@ class _FitJob:
     tables: Tables
     n_boot: int
     seed: int
-    interpolated: bool
     joint_model: bool
     key_columns: list[str]
     resample: str
@@ -242,6 +240,7 @@ class _ClockFit:
     by_failure: int = 0
     by_budget: int = 0
     n_incomplete: int = 0
+    interpolated: bool = False  # some crossing of this target was interpolated (a rule's exact time)
 
 
 def _fit_condition(condition: str, job: _FitJob) -> tuple[list[dict], dict]:
@@ -270,7 +269,7 @@ def _fit_clock(condition, clock, job: _FitJob, group, fitted, W, clusters, fits:
     """Fit one clock of one condition (and, for a target with failed-first runs, its two sensitivity
     fits and the joint model); the fits are added to ``fits``."""
     tables, n_boot = job.tables, job.n_boot
-    crossing = tables.options.crossing_mode if tables.options else "interval"
+    crossing = tables.options.crossing if tables.options else "interval"
     is_target = clock != "failure"
     B = fitted["B"].to_numpy(float)
     lower = fitted[f"{clock}:lower"] if is_target or f"{clock}:lower" in fitted else None
@@ -318,7 +317,8 @@ def _fit_clock(condition, clock, job: _FitJob, group, fitted, W, clusters, fits:
         )
         if joint.get("message"):
             fit.warnings.append(f"joint model: {joint['message']}")
-    return _ClockFit(fit, early, sens, joint, gof, limited, by_failure, by_budget, n_incomplete)
+    interpolated = is_target and bool(fitted[f"{clock}:interpolated"].any())
+    return _ClockFit(fit, early, sens, joint, gof, limited, by_failure, by_budget, n_incomplete, interpolated)
 
 
 def _fit_warnings(fit: FitResult, fc, fitted, group, clock: str, early: list[float], is_target: bool) -> None:
@@ -349,7 +349,7 @@ def _exponent_row(condition: str, clock: str, job: _FitJob, first, cf: _ClockFit
     """One row of ``exponents.csv`` (``STAT_COLUMNS``)."""
     tables, fit, sens, joint, gof = job.tables, cf.fit, cf.sens, cf.joint, cf.gof
     is_target = clock != "failure"
-    crossing = tables.options.crossing_mode if tables.options else "interval"
+    crossing = tables.options.crossing if tables.options else "interval"
     lows = [fit.ci_low] + [f.ci_low for f in sens.values()]
     highs = [fit.ci_high] + [f.ci_high for f in sens.values()]
     noise, curvature, theory = theory_values(clock, first.get("lr_rule"), first.get("lr_power"))
@@ -410,7 +410,7 @@ def _exponent_row(condition: str, clock: str, job: _FitJob, first, cf: _ClockFit
         clock_unit=first["clock_unit"],
         crossing=crossing if is_target else "exact",
         failure_time=tables.options.failure_time if tables.options else "onset",
-        interpolated=(job.interpolated or crossing == "interpolate") and is_target,
+        interpolated=cf.interpolated,
         theory_noise_dominated=noise,
         theory_curvature_dominated=curvature,
         theory=theory,

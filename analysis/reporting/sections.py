@@ -546,13 +546,20 @@ def symbols_and_method_lines() -> list[str]:
         "",
         "## Method",
         "",
-        "A target crossing lies between the last evaluation below the target and the first at or above it and "
-        "enters the likelihood as interval-censored (left-censored when it is the first evaluation after step 0); "
-        "runs that never reach it are right-censored at their last evaluation, runs that failed first at their "
-        "failure time. Responses-to-failure is the clock at the failure onset, interval-censored between the "
-        "earliest time the detector's window allows and the onset row (or the detection, exact, with "
-        "`--failure-time detection`); runs that never fail are right-censored at their final clock, incomplete "
-        "runs too (`--drop-incomplete` leaves them out). Both are recomputed from metrics.jsonl and checked against summary.json. The fit is "
+        "Each run is read up to its horizon H, one for everything it contributes (the `eval.horizon` its "
+        "condition's runs record, else its budget `train.max_responses`; `--horizon`). A target crossing is "
+        "read by the crossing rule named above (`analysis/data/crossings/`: a rule sees only the evaluations "
+        "within H). Under the default rule, `interval`, it lies between the last evaluation below the target "
+        "and the first at or above it, in whole rollouts [previous evaluation + B, evaluation] (exact where the "
+        "two meet), and enters the likelihood as interval-censored: a crossing at the first evaluation after "
+        "step 0 is bracketed [B, r], never left-censored at 0 (`--continuous-brackets`: (previous evaluation, "
+        "evaluation], left-censored at the first). Runs that never reach it within H are right-censored at "
+        "their last evaluation within H, runs that failed first at their failure time. Responses-to-failure "
+        "is the clock at the failure onset, interval-censored between the earliest time the detector's window "
+        "allows and the onset row, in whole rollouts (or the detection, exact, with `--failure-time "
+        "detection`); a failure counts only if its detector decided at or before H, so runs that did not fail "
+        "by then are right-censored at their final clock within H, incomplete runs too (`--drop-incomplete` "
+        "leaves them out). Both are recomputed from metrics.jsonl and checked against summary.json. The fit is "
         "log R = log c + α log B + σ ε, ε ~ N(0,1) (log-normal accelerated failure time). Bootstrap replicates "
         "are inflated by the small-sample factors of `analysis/fits/fit.py`; see `docs/analysis.md`.",
         "",

@@ -18,8 +18,8 @@ pilot trained past the horizon; a run read to its horizon does not depend on how
         --horizons runs/reference/horizons.json --reuse runs/reference
     python benchmarks/study/real_coverage.py runs/pool --targets 0.22 0.25 0.28 --isotonic --adaptive
 
-``real_coverage.py`` reads each condition to its runs' smallest planned horizon (``eval.horizon`` of
-the pool's jobs; the default ``--horizon auto`` of ``rlvr-analyze``); ``horizons.json`` records them.
+``real_coverage.py`` reads each condition to the horizon its runs record (``eval.horizon`` of the
+pool's jobs; the default ``--horizon auto`` of ``rlvr-analyze``); ``horizons.json`` records them.
 """
 
 from __future__ import annotations

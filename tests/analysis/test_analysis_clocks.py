@@ -78,7 +78,7 @@ def test_failed_first_target_is_censored_at_the_failure_time(tmp_path: Path):
 def test_interpolation_is_optional_and_flagged(tmp_path: Path):
     _write(tmp_path, "r", [0.1, 0.2, 0.4, 0.6])
     plain = _table(tmp_path).runs.iloc[0]
-    interp = _table(tmp_path, interpolate=True).runs.iloc[0]
+    interp = _table(tmp_path, crossing="interpolate").runs.iloc[0]
     assert plain["target:0.3"] == 1024 and not plain["target:0.3:interpolated"]
     assert interp["target:0.3"] == pytest.approx(512 + 0.5 * 512) and interp["target:0.3:interpolated"]
 

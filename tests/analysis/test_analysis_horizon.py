@@ -41,10 +41,15 @@ def _spec(**kw) -> SyntheticSpec:
     return SyntheticSpec(**base)
 
 
-def _extend(record: RunRecord, until: float, rng: np.random.Generator, level: float) -> RunRecord:
+def _extend(
+    record: RunRecord, until: float, rng: np.random.Generator, level: float, record_horizon: bool = True
+) -> RunRecord:
     """The same run continued past its budget to ``until``: more rollouts and evaluations whose
-    accuracy sits at ``level`` plus noise (a late rise or a fall), and a larger budget in its config."""
+    accuracy sits at ``level`` plus noise (a late rise or a fall), and a larger budget in its config;
+    with ``record_horizon`` its old budget recorded as its horizon (``eval.horizon``)."""
     rec = copy.deepcopy(record)
+    if record_horizon:
+        rec.config.setdefault("eval", {})["horizon"] = rec.config["train"]["max_responses"]
     size = float(rec.config["rollout"]["prompts_per_rollout"] * rec.config["rollout"]["group_size"])
     last = dict(rec.rows[-1])
     responses = float(last["responses"])
@@ -75,7 +80,7 @@ def test_continuing_half_the_runs_past_the_horizon_changes_no_crossing(crossing,
     extended = [_extend(r, 40000, rng, level) if i % 2 else r for i, r in enumerate(recs)]
     opts = ClockOptions(crossing=crossing)
     before, after = build_tables(recs, opts), build_tables(extended, opts)
-    assert (after.runs["horizon"] == 12000).all()  # the smallest planned horizon of the condition
+    assert (after.runs["horizon"] == 12000).all()  # the horizon the continued runs record
     assert after.runs["past_horizon"].all()
     pd.testing.assert_frame_equal(_target_frame(before, (0.3, 0.5)), _target_frame(after, (0.3, 0.5)))
     # without a horizon the same continuation moves crossings (what the horizon prevents)
@@ -103,21 +108,82 @@ def test_a_run_continued_past_the_horizon_is_censored_there_with_its_cause():
         assert row["final_responses"] >= 20000
 
 
-def test_a_failure_after_the_horizon_is_censored_at_the_horizon():
-    recs = records(_spec(gamma=0.0, failure_prefactor=3000.0, failure_sigma=0.2, budget=40000))
+def test_a_failure_detected_after_the_horizon_is_censored_at_the_horizon():
+    recs = records(
+        _spec(gamma=0.0, failure_prefactor=3000.0, failure_sigma=0.2, detection_delay=4, budget=40000)
+    )
     failed = [r for r in recs if r.status["state"] == "failed"]
     assert failed
     tables = build_tables(recs, ClockOptions(horizon=2500.0))
     runs = tables.runs.set_index("run")
+    straddle = 0
     for rec in failed:
-        onset = rec.status["failure"]["onset_responses"]
+        onset, detection = rec.status["failure"]["onset_responses"], rec.status["failure"]["responses"]
         row = runs.loc[rec.run]
         end = row["B"] * math.ceil(2500 / row["B"])  # the rollout that reaches the horizon
-        if onset > end:
+        if detection > end:  # whatever the onset: a run trained to the horizon would not have failed
+            straddle += onset <= end
             last_row = max(r["responses"] for r in rec.rows if r["responses"] <= end)
             assert row["failure:censored"] and row["failure"] == last_row
+            assert not row["summary_mismatch"] and "detected at" in row["notes"]
         else:
             assert not row["failure:censored"] and row["failure"] == onset
+    assert straddle  # some onsets fall within the horizon and their detection after it
+
+
+def _trained_to(horizon: int, budget: int, **kw) -> list[RunRecord]:
+    """Runs of one spec trained to ``budget``; past the horizon they record it (``eval.horizon``)."""
+    extra = (("eval.horizon", horizon),) if budget > horizon else ()
+    return records(_spec(budget=budget, overrides=extra, **kw))
+
+
+@pytest.mark.parametrize("crossing", ["interval", "isotonic"])
+def test_a_run_trained_to_the_horizon_and_continued_past_it_contribute_the_same(crossing):
+    """The synthetic generator's runs of one seed are the same trajectory whatever the budget: a run
+    trained to H = 6,144 and the same run trained to 12,288 give the same failure and crossings, also
+    where the failure's onset is within H and its detection after it (failed in the continued run,
+    completed in the one trained to H)."""
+    kw = dict(gamma=0.0, failure_prefactor=6000.0, failure_sigma=0.3, detection_delay=6, seed=11)
+    short, long = _trained_to(6144, 6144, **kw), _trained_to(6144, 12288, **kw)
+    straddle = [
+        b.run
+        for a, b in zip(short, long)
+        if a.status["state"] == "completed"
+        and b.status["state"] == "failed"
+        and b.status["failure"]["onset_responses"] <= 6144
+    ]
+    assert len(straddle) >= 2
+    cols = [f"target:{a:g}{s}" for a in (0.3, 0.5) for s in (*TARGET_COLUMNS, ":last_below")]
+    cols += ["failure", "failure:lower", "failure:censored", "failure:detector", "failure:onset", "horizon"]
+    opts = ClockOptions(crossing=crossing)
+    alone = [build_tables(recs, opts).runs.set_index(["B", "seed"])[cols] for recs in (short, long)]
+    pd.testing.assert_frame_equal(alone[0], alone[1])
+    mixed = build_tables([*short, *long], opts).runs  # one condition: read to the one horizon
+    assert mixed["condition"].nunique() == 1 and (mixed["horizon"] == 6144).all()
+    for part in (mixed[mixed["run"].isin({r.run for r in recs})] for recs in (short, long)):
+        pd.testing.assert_frame_equal(part.set_index(["B", "seed"])[cols], alone[0])
+
+
+def test_runs_recording_different_horizons_are_each_read_to_their_own():
+    """No minimum over the runs present: a run with a smaller budget added to a condition re-reads no
+    other run, and the tables name the runs whose horizons disagree."""
+    recs = records(_spec())
+    short = copy.deepcopy(recs[0])
+    short.run = "short_budget"
+    short.rows = [r for r in short.rows if r["responses"] <= 3000]
+    short.config["train"]["max_responses"] = 3000
+    before = build_tables(recs)
+    after = build_tables([*recs, short])
+    assert before.messages == [] or not any("record different horizons" in m for m in before.messages)
+    pd.testing.assert_frame_equal(
+        _target_frame(after, (0.3, 0.5)).drop("short_budget"), _target_frame(before, (0.3, 0.5))
+    )
+    runs = after.runs.set_index("run")
+    assert (
+        runs.loc["short_budget", "horizon"] == 3000 and (runs.drop("short_budget")["horizon"] == 12000).all()
+    )
+    (message,) = [m for m in after.messages if "record different horizons" in m]
+    assert "3000 (1 run(s): short_budget)" in message and "12000 (16 run(s)" in message
 
 
 def test_runs_stopped_at_their_targets_are_reported():

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from analysis.data.clock_tables import ClockOptions, build_tables, smoothed_accuracy
+from analysis.data.clock_tables import ClockOptions, build_tables
+from analysis.data.crossings.isotonic import smoothed_accuracy
 from analysis.data.load import RunRecord
 
 

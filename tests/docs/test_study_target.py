@@ -53,7 +53,7 @@ def test_study_analysis_flags_parse():
         analyze = [c for c in target_commands(name) if c[0] == "rlvr-analyze"]
         assert len(analyze) == 1
         args = build_parser().parse_args(analyze[0][1:])
-        assert args.isotonic and str(args.out) == "results/study"
+        assert args.crossing == "isotonic" and str(args.out) == "results/study"
         assert set(args.ignore_keys) == {"eval.targets", "noise.curvature_every_rollouts"}
         # read to the horizons the study fixed after its pilot (train.stop_at_targets is no condition key)
         assert args.horizon == "runs/reference/horizons.json"
