@@ -778,6 +778,14 @@ def _is_value(v) -> bool:
 # (analysis/fits/recommend.py) ----------------------------------------------------------------------------
 
 
+def _bcrit_cell(r) -> str:
+    """B_crit with its interval; an interval open above says so (B_crit not identified there)."""
+    interval = f"[{bound_text(r['ci_low'])}, {bound_text(r['ci_high'])}]"
+    if math.isinf(_num(r["ci_high"])):
+        return f"not identified: ≥ {bound_text(r['ci_low'])} (estimate {bound_text(r['b_crit'])}) {interval}"
+    return f"{bound_text(r['b_crit'])} {interval}"
+
+
 def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
     """The report's section "Critical batch from the clocks": one table line per condition and target, the
     count of unbounded intervals and the figure (``figures``: the files :func:`analysis.figures.plots_bcrit.plot_bcrit` wrote)."""
@@ -786,12 +794,14 @@ def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
         "",
         "## Critical batch from the clocks (McCandlish)",
         "",
-        "R_T(B) = R_min·(1 + B/B_crit) fitted to each condition's responses-to-target with the power law's "
-        "censoring and resamples (`docs/analysis.md`); B_crit in responses per rollout (per optimizer step: "
-        "÷ K). The local exponent B/(B + B_crit) is given at the smallest and largest size. ΔAICc = "
-        "AICc(McCandlish) − AICc(power law): below −2 the curve is preferred, above +2 the line. An interval "
-        "reaching ∞ means the sizes show no cost of larger B at that end; 0, that R_T grows like B. "
-        "`bcrit.csv`.",
+        "R_T(B) = R_min·(1 + B/B_crit) fitted to each condition's responses-to-target on the power law's "
+        "runs (its early sizes left out) with its censoring and resamples, a crossing with the first rollout "
+        "(at the R ≥ B floor) left-censored (`docs/analysis.md`); B_crit in responses per rollout (per "
+        "optimizer step: ÷ K). The local exponent B/(B + B_crit) is given at the smallest and largest size. "
+        "ΔAICc = AICc(McCandlish) − AICc(power law) on the same runs and bounds: below −2 the curve is "
+        "preferred, above +2 the line. An interval reaching ∞ means the sizes show no cost of larger B: B_crit "
+        "is **not identified** above (at least the lower bound; the estimate is not a measurement); reaching 0, "
+        "that R_T grows like B. `bcrit.csv`.",
         "",
     ]
     if table is None or table.empty:
@@ -808,7 +818,7 @@ def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
             [
                 r["condition"],
                 r["clock"].split(":", 1)[-1],
-                f"{bound_text(r['b_crit'])} [{bound_text(r['ci_low'])}, {bound_text(r['ci_high'])}]",
+                _bcrit_cell(r),
                 f"{bound_text(r['r_min'])}",
                 local,
                 f"{_num(r['alpha_power']):.3f}" if math.isfinite(_num(r["alpha_power"])) else "–",
@@ -824,7 +834,7 @@ def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
         lines += [
             "",
             f"Unbounded intervals: {len(unbounded)} of {len(table)} row(s) (the sizes measured do not bound "
-            "B_crit on that side).",
+            f"B_crit on that side; open above, B_crit not identified: {int(np.isinf(unbounded['ci_high'].map(_num)).sum())}).",
         ]
     lines += [f"\n![{f}]({f})" for f in figures if f.endswith(".png")]
     return lines
