@@ -16,7 +16,7 @@ from analysis.data.symbols import SYMBOLS, symbol, value_text
 from analysis.fits.bcrit_theory import SOURCES as BCRIT_SOURCES
 from analysis.fits.bcrit_theory import bound_text
 from analysis.fits.theory import SOURCES as THEORY_SOURCES
-from analysis.fits.trend import EXPONENT_BOUND, MIN_VERDICT_RESAMPLES
+from analysis.fits.trend import EXPONENT_BOUND, FEW_DISTINCT, MIN_VERDICT_RESAMPLES
 from analysis.fits.which_b import OBJECTIVES
 from analysis.reporting.text import exponent_table, markdown_table
 from analysis.reporting.text import number_text as _f
@@ -575,8 +575,12 @@ def trend_lines(trend: pd.DataFrame, equivalence: float = 0.1) -> list[str]:
         "## Exponents along a numeric key",
         "",
         "Slope of the exponent against log10 of the key, by weighted least squares, with a percentile "
-        "interval from the conditions' bootstrap replicates (paired where the conditions share seeds); "
-        "a rise or fall needs its slope's interval to exclude 0 and its p-value to survive Holm's "
+        "interval from the conditions' bootstrap replicates (paired where the conditions share seeds): the "
+        "replicates behind the intervals printed above (a degenerate fit's widened to its profile interval), "
+        "each target's early sizes chosen again in every resample; with fewer than "
+        f"{FEW_DISTINCT} distinct slope replicates (seeds resampled as clusters: 126 for 5 seeds) the "
+        "seed-cluster t interval joins the percentile one. "
+        "A rise or fall needs its slope's interval to exclude 0 and its p-value to survive Holm's "
         "correction over the clocks of the series (p Holm); "
         f"`flat` means every neighbouring difference's 95 % interval lies within ±{equivalence:g}; "
         f"no verdict on fewer than {MIN_VERDICT_RESAMPLES} resamples; unidentified replicates kept at "
@@ -615,6 +619,39 @@ def trend_lines(trend: pd.DataFrame, equivalence: float = 0.1) -> list[str]:
             rows,
         )
     )
+    return lines + _reference_lines(trend)
+
+
+def _reference_lines(trend: pd.DataFrame) -> list[str]:
+    """One computed sentence per α row with a reference slope (``trend.csv``'s ``reference``): the seed
+    paper's +0.29 per decade of η_ref inside or outside the slope's interval."""
+    if "reference" not in trend.columns:
+        return []
+    rows = trend[trend["reference"].map(_num).notna()]
+    if rows.empty:
+        return []
+
+    def f(v) -> str:
+        v = _num(v)
+        return "∞" if v == math.inf else "−∞" if v == -math.inf else "–" if math.isnan(v) else f"{v:+.3f}"
+
+    lines = [
+        "",
+        "Reference slopes tested (`trend.csv`: `reference`, `reference_inside`); the default, on η_ref "
+        "(`lr.ref_lr`), is the two-clock paper's: α rose from 0.15 to 0.44 as η_ref went from 1e-6 to 1e-5 "
+        "with K = 8, +0.29 per decade (`docs/design.md` §3).",
+        "",
+    ]
+    for r in rows.itertuples():
+        inside = r.reference_inside
+        if inside is None or (isinstance(inside, float) and math.isnan(inside)):
+            verdict = "not tested (no interval)"
+        else:
+            verdict = "**inside** the interval" if bool(inside) else "**outside** the interval (excluded)"
+        lines.append(
+            f"- {r.key}, {r.series}, {r.clock}: slope {f(r.slope)} [{f(r.slope_low)}, {f(r.slope_high)}] per "
+            f"decade; the reference {f(r.reference)} is {verdict}."
+        )
     return lines
 
 
