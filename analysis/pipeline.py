@@ -70,7 +70,16 @@ def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Res
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=s.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
     common = common_exponent_table(tables, fits)
-    trend = trend_table(exponents, fits, common, tables.varying_keys)
+    trend = trend_table(
+        exponents,
+        fits,
+        common,
+        tables.varying_keys,
+        tables=tables,
+        n_boot=s.n_boot,
+        seed=s.seed,
+        resample=s.resample,
+    )
     gain = gain_table(
         records,
         tables,

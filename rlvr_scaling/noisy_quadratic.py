@@ -9,7 +9,7 @@ shape ``[seeds, d]`` per learning rate, each in its own AdamW parameter group (A
 coordinate, so the rows are independent runs). Each run stops counting at the first step whose loss is
 at or below the target; the **samples to target** at batch b are steps x b, and their curve over b
 (at the best learning rate of a grid for each b) gives the critical batch directly
-(``analysis.fits.bcrit.simulated_critical_batch``: McCandlish's ``samples = S_min (1 + b / B_crit)`` fitted).
+(``analysis.fits.bcrit_simulated.simulated_critical_batch``: McCandlish's ``samples = S_min (1 + b / B_crit)`` fitted).
 
 Along every run, before each step, the two-half estimators of :mod:`rlvr_scaling.noise` measure the
 noise scales from the step's own minibatch (split into halves A and B, the half means drawn exactly):

@@ -19,7 +19,18 @@ step size; the runs follow a fixed learning-rate rule, so B_crit here is that of
     log R_i = log R_min + log(1 + B_i / B_crit) + sigma * eps_i
 
 and the same censoring (exact, interval-censored, left-censored, right-censored rows: the bounds of
-:func:`analysis.fits.fit.log_bounds`). For a fixed B_crit the offset ``log(1 + B / B_crit)`` is known and the
+:func:`analysis.fits.fit.log_bounds`), on **the power law's rows**: the early sizes
+:func:`analysis.fits.exponents.early_sizes` leaves out of a target's power-law fit (sizes where most
+crossings come within the first rollouts) leave this fit too, so both forms are fitted to the same runs
+and at most one size whose crossings sit near the ``R >= B`` floor enters. One change to the bounds:
+a crossing **at the floor** (:func:`at_floor`: reached with the run's first rollout, bracket ``[B, r]``,
+on the responses clock) enters **left-censored**, ``R <= r``. Its lower end B is the floor of the
+discrete clock, not information about the learning curve: a run that learns in 100 responses and one
+that needs B both cross with their first rollout, so taking ``[B, r]`` (or the exact ``R = B`` where an
+evaluation follows the first rollout) as the crossing makes R rise with B where the latent crossings are
+flat, and McCandlish's curve reads that rise as a finite B_crit (``benchmarks/bcrit_floor.py``). Our
+choice: the power law's own fit (``exponents.csv``) keeps the ``[B, r]`` bracket; here the floor rows
+are censored for both forms compared. For a fixed B_crit the offset ``log(1 + B / B_crit)`` is known and the
 model is the censored-normal intercept model that :func:`analysis.fits.fit.interval_mle` fits, for every
 bootstrap replicate at once; the likelihood is profiled over a grid of ``log B_crit`` reaching
 ``GRID_DECADES`` decades beyond the measured sizes on both sides (``GRID_POINTS`` points, refined by a
@@ -39,9 +50,17 @@ an end of the grid is **unbounded** there: ``ci_high = inf`` (no evidence that l
 samples) or ``ci_low = 0``; a resample with informative times at fewer than two sizes counts as +inf or 0
 (the side the power law's own resample runs off to).
 
-**Model comparison.** ``delta_aicc`` = AICc(McCandlish) - AICc(power law) over the same runs and
-likelihood (both have three parameters: ``R_min, B_crit, sigma`` and ``c, alpha, sigma``, so it is the
-difference of -2 log-likelihoods); below -2 McCandlish's curve is preferred, above +2 the power law.
+**Not identified.** ``identified`` says what the interval bounds: ``yes`` (both ends finite),
+``open above`` (``ci_high`` = inf: the sizes show no cost of a larger B, B_crit is at least ``ci_low``
+and may be infinite; the point estimate is then not a measurement of B_crit), ``open below``
+(``ci_low`` = 0) or ``no`` (both, or no fit: events at fewer than two sizes).
+
+**Model comparison.** ``delta_aicc`` = AICc(McCandlish) - AICc(power law) over identical runs and
+bounds: the power law is refitted here (:func:`power_loglik`, point estimate) on the rows and the
+floor-censored bounds McCandlish's curve is fitted to, so ``loglik_power`` can differ from the
+``exponents.csv`` fit's by the floor rows. Both have three parameters (``R_min, B_crit, sigma`` and
+``c, alpha, sigma``), so it is the difference of -2 log-likelihoods; below -2 McCandlish's curve is
+preferred, above +2 the power law.
 
 ``bcrit.csv`` (:func:`bcrit_table`), the report section (:func:`bcrit_lines`) and the figure
 ``b_crit_from_clocks`` (:func:`analysis.figures.plots_bcrit.plot_bcrit`); ``docs/analysis.md`` lists the columns.
@@ -79,7 +98,10 @@ class BcritFit:
     r_min_high: float = math.nan
     sigma: float = math.nan
     loglik: float = math.nan
+    loglik_power: float = math.nan  # the power law's on the same rows and bounds (the comparison's)
+    identified: str = ""  # yes | open above | open below | no (module docstring, "Not identified")
     n_runs: int = 0
+    n_floor: int = 0  # crossings at the R >= B floor, left-censored
     n_sizes: int = 0
     n_boot: int = 0
     n_boot_unbounded: int = 0  # replicates at an end of the grid or not identified
@@ -196,6 +218,35 @@ def _profile_bounds(B, lo, hi, u0: float, ll: np.ndarray, grid, top: float, df: 
     return bounds[0], bounds[1]
 
 
+def at_floor(sizes, values, censored, lower=None) -> np.ndarray:
+    """Crossings at the ``R >= B`` floor: reached with the run's first rollout (the bracket's lower end is
+    B or less, or an exact time of B or less). Such a crossing says only that the latent time is at most
+    its upper end; on the responses clock."""
+    B, R = np.asarray(sizes, float), np.asarray(values, float)
+    c = np.asarray(censored, bool)
+    L = np.full(B.shape, np.nan) if lower is None else np.asarray(lower, float)
+    tol = B * (1 + 1e-9)
+    with np.errstate(invalid="ignore"):
+        return ~c & np.where(np.isfinite(L), L <= tol, R <= tol) & (R > 0)
+
+
+def power_loglik(B, lo, hi) -> float:
+    """The maximised log-likelihood of the power law ``log R = log c + alpha log B + sigma eps`` on the
+    given log-space bounds (those McCandlish's curve is fitted to: the comparison's)."""
+    x = np.log(np.asarray(B, float))
+    fit = interval_mle(np.column_stack([np.ones_like(x), x - x.mean()]), lo, hi)
+    return float(fit["loglik"][0]) if fit["ok"][0] else math.nan
+
+
+def identified_text(low: float, high: float) -> str:
+    """``yes`` (both bounds finite and positive), ``open above`` (``high`` = inf: the sizes show no cost
+    of a larger B), ``open below`` (``low`` = 0), ``no`` (both, or no interval)."""
+    if math.isnan(low) or math.isnan(high):
+        return "no"
+    up, down = not high < math.inf, not low > 0
+    return "no" if up and down else "open above" if up else "open below" if down else "yes"
+
+
 def fit_mccandlish(
     sizes,
     values,
@@ -205,12 +256,15 @@ def fit_mccandlish(
     weights: np.ndarray | None = None,
     inflation: float = 1.0,
     level: float = 0.95,
+    floor: bool = True,
 ) -> BcritFit:
     """Fit ``R = R_min (1 + B / B_crit)`` with the power law's censoring (:func:`analysis.fits.fit.fit_power_law`'s
     arguments: ``values`` the time or censoring time, ``lower`` the interval's lower bound) and
     resamples ``weights`` ``[n_boot, n]`` (those of the power-law fit, so replicates pair up);
     ``inflation``: the power-law fit's small-sample factor, applied to the replicates' deviations in
-    ``log B_crit``. Rows the power law leaves out (non-positive or non-finite B or time) are left out."""
+    ``log B_crit``. Rows the power law leaves out (non-positive or non-finite B or time) are left out.
+    ``floor``: crossings at the ``R >= B`` floor (:func:`at_floor`) enter left-censored at their upper end
+    (module docstring); ``loglik_power`` is the power law's on the same rows and bounds."""
     B = np.asarray(sizes, float)
     R = np.asarray(values, float)
     c = np.asarray(censored, bool)
@@ -218,16 +272,21 @@ def fit_mccandlish(
     keep = np.isfinite(B) & np.isfinite(R) & (B > 0) & (R > 0)
     B, R, c, L = B[keep], R[keep], c[keep], L[keep]
     W = None if weights is None else np.asarray(weights, float)[:, keep]
-    res = BcritFit(n_runs=int(B.size))
+    res = BcritFit(n_runs=int(B.size), identified="no")
     if B.size == 0:
         res.warnings.append("no runs")
         return res
     uniq = np.unique(B)
     res.n_sizes, res.sizes = int(uniq.size), tuple(float(b) for b in uniq)
+    if floor:
+        pinned = at_floor(B, R, c, L)
+        res.n_floor = int(pinned.sum())
+        L = np.where(pinned, 0.0, L)  # lower <= 0: left-censored at the upper end (log_bounds)
     if c.all() or np.unique(B[~c]).size < 2:
         res.warnings.append("events at fewer than 2 distinct B: B_crit not identified")
         return res
     lo, hi = log_bounds(R, c, L)
+    res.loglik_power = power_loglik(B, lo, hi)
     grid = log_grid(uniq)
     ll, mu = profile(B, lo, hi, grid)
     u, m, top = _argmax_refined(ll, mu, grid)
@@ -262,6 +321,7 @@ def fit_mccandlish(
     res.profile_low = math.exp(plow) if math.isfinite(plow) else 0.0
     res.profile_high = math.exp(phigh) if math.isfinite(phigh) else math.inf
     res.ci_low, res.ci_high, res.ci_method = res.profile_low, res.profile_high, "profile"
+    res.identified = identified_text(res.ci_low, res.ci_high)
     if W is None or W.shape[0] == 0:
         return res
     ok = _identified(np.log(B), np.isfinite(hi), W)
@@ -290,6 +350,7 @@ def fit_mccandlish(
     res.ci_low = float(np.nanmin([res.boot_low, res.profile_low]))
     res.ci_high = float(np.nanmax([res.boot_high, res.profile_high]))
     res.ci_method = "bootstrap+profile"
+    res.identified = identified_text(res.ci_low, res.ci_high)
     if res.n_boot_unbounded > (1 - level) / 2 * res.n_boot:
         res.warnings.append(
             f"{res.n_boot_unbounded}/{res.n_boot} resamples put B_crit at 0 or infinity: the interval is "
@@ -317,6 +378,8 @@ BCRIT_COLUMNS = [
     "K",
     "n_runs",
     "n_sizes",
+    "sizes_early",
+    "n_floor",
     "resampling",
     "n_boot",
     "inflation",
@@ -324,6 +387,7 @@ BCRIT_COLUMNS = [
     "ci_low",
     "ci_high",
     "ci_method",
+    "identified",
     "boot_low",
     "boot_high",
     "profile_low",
@@ -416,7 +480,7 @@ def bcrit_tables(
 def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
     """The rows of one condition in both tables (the body of :func:`bcrit_tables`)."""
     from analysis.fits.bcrit_theory import compare, per_run_means
-    from analysis.fits.exponents import condition_resamples  # the fit's resamples (report imports the fits)
+    from analysis.fits.exponents import condition_resamples, early_sizes  # the fit's resamples and rows
 
     condition, group = item
     tables, fits, n_boot, seed, resample, key_columns, records = job
@@ -425,19 +489,24 @@ def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
     K = float(np.nanmedian(fitted["K"].to_numpy(float))) if fitted["K"].notna().any() else math.nan
     eta = fitted["lr.ref_lr"].iloc[0] if "lr.ref_lr" in fitted and len(fitted) else math.nan
     first = fitted.iloc[0] if len(fitted) else {}
+    unit = fitted["clock_unit"].iloc[0] if "clock_unit" in fitted and len(fitted) else "responses"
     for r in group.itertuples():
         clock = r.clock
         power = fits.get((condition, clock))
         lower = fitted[f"{clock}:lower"] if f"{clock}:lower" in fitted else None
+        # the power law's rows: the early sizes it leaves out leave this fit too (same resamples' columns)
+        early = early_sizes(fitted, clock, tables.options)
+        values = fitted[clock].where(~fitted["B"].isin(early))
         res = fit_mccandlish(
             fitted["B"].to_numpy(float),
-            fitted[clock].to_numpy(float),
+            values.to_numpy(float),
             fitted[f"{clock}:censored"].to_numpy(bool),
             lower=None if lower is None else lower.to_numpy(float),
             weights=W,
             inflation=getattr(power, "inflation", 1.0),
+            floor=unit == "responses",
         )
-        ll_power = getattr(power, "loglik", math.nan)
+        ll_power = res.loglik_power
         a_m, a_p = aicc(res.loglik, res.n_runs), aicc(ll_power, res.n_runs)
         delta = a_m - a_p
         alphas = local_alpha(res.sizes, res.b_crit) if res.sizes else np.empty(0)
@@ -450,6 +519,8 @@ def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
             K=K,
             n_runs=res.n_runs,
             n_sizes=res.n_sizes,
+            sizes_early=" ".join(f"{b:g}" for b in early),
+            n_floor=res.n_floor,
             resampling=used + (f" ({note})" if note else ""),
             n_boot=res.n_boot,
             inflation=getattr(power, "inflation", math.nan),
@@ -457,6 +528,7 @@ def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
             ci_low=res.ci_low,
             ci_high=res.ci_high,
             ci_method=res.ci_method,
+            identified=res.identified,
             boot_low=res.boot_low,
             boot_high=res.boot_high,
             profile_low=res.profile_low,
@@ -501,47 +573,3 @@ def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
             }
         )
     return rows, theory
-
-
-# ---- the critical batch of a simulated problem (the noisy quadratic of rlvr_scaling/noisy_quadratic.py) -----
-
-_SIM_KEYS = ("adam_trace", "adam_signal", "sgd_trace", "sgd_signal")
-
-
-def simulated_critical_batch(sims) -> dict:
-    """B_crit of a noisy quadratic's simulations (``rlvr_scaling.noisy_quadratic.Simulation`` per batch,
-    ``docs/theory.md``, "B_noise for Adam") from the simulated curve (McCandlish's form fitted to the samples to target at the optimal
-    learning rate of each batch, :meth:`Simulation.min_steps`) beside the noise scales measured before the crossings of
-    those runs, pooled over all batches as ratios of means (Adam-aware and SGD trace), and per batch."""
-    B, R, per_b = [], [], []
-    pooled = {k: 0.0 for k in _SIM_KEYS}
-    for sim in sims:
-        j = sim.best()
-        lr, steps = sim.min_steps()
-        B.append(sim.b)
-        R.append(steps * sim.b)
-        totals = {k: float(sim.sums[k][j].sum()) for k in _SIM_KEYS}
-        for k in _SIM_KEYS:
-            pooled[k] += totals[k] / max(float(sim.count[j].sum()), 1.0)
-        per_b.append(
-            {
-                "b": sim.b,
-                "lr": lr,
-                "samples": steps * sim.b,
-                "adam": totals["adam_trace"] / totals["adam_signal"]
-                if totals["adam_signal"] > 0
-                else math.inf,
-                "sgd": totals["sgd_trace"] / totals["sgd_signal"] if totals["sgd_signal"] > 0 else math.inf,
-            }
-        )
-    fit = fit_mccandlish(np.array(B, float), np.array(R, float), np.zeros(len(B), bool))
-    return {
-        "b_crit": fit.b_crit,
-        "b_crit_low": fit.profile_low,
-        "b_crit_high": fit.profile_high,
-        "b_noise_adam": pooled["adam_trace"] / pooled["adam_signal"]
-        if pooled["adam_signal"] > 0
-        else math.inf,
-        "b_noise_sgd": pooled["sgd_trace"] / pooled["sgd_signal"] if pooled["sgd_signal"] > 0 else math.inf,
-        "per_b": per_b,
-    }

@@ -16,6 +16,33 @@ shared seeds (``analysis.fits.seed_blocks``: then the pairing is kept, and a see
 conditions cancels in the slope). The same replicates give the difference between neighbouring values
 with its interval.
 
+**Which replicates.** Those behind the intervals the report prints, and with the fit's choices inside
+them (:mod:`analysis.fits.trend_replicates`): a target's early sizes (the sizes its power-law fit leaves out
+because most crossings come within the first rollouts) are chosen again in every resample, so a
+condition whose choice could have gone either way carries that in its replicates
+(``frac_reselected``: the largest share of a condition's resamples whose choice differs from the full
+data's); then each condition's replicates are stretched to its reported interval
+(:func:`analysis.fits.cross.reported_replicates`: a degenerate bootstrap widened to the profile
+likelihood enters with that width, not with the narrow spread of its raw replicates, which would give
+it a weight hundreds of times a normal condition's). Without the tables (``trend_table(tables=None)``)
+the fits' replicates are used with the choice held fixed, stretched likewise.
+
+**Few distinct resamples.** With S seeds resampled as clusters and paired across the conditions, the
+replicates take at most C(2S - 1, S) distinct values (126 for 5 seeds), however many are drawn: the
+2.5 % tail of the slope rests on a handful of seed draws. ``n_distinct`` reports the count; below
+``FEW_DISTINCT`` (500) the interval is the union of the percentile interval and the seed-cluster t
+interval ``slope ± z * s``, ``s`` the replicates' spread from their quartiles (IQR / 1.349, which the
+ties and the few unidentified replicates do not move). Each condition's replicates carry its fit's
+small-sample factor ``sqrt(S / (S - 1)) t_{S-1} / z`` (:func:`analysis.fits.fit.fit_power_law`), so
+``z * s`` is ``t_{S-1} sqrt(S / (S - 1))`` times the raw bootstrap spread: the t pivot of a mean over S
+seeds; the p-value is the larger of the two (``interval_method`` says which interval was used).
+
+**The seed paper's value.** The two-clock paper (``docs/design.md``, "the result the project set out to
+test") found α rising from 0.15 to 0.44 as η_ref went from 1e-6 to 1e-5 with K = 8: +0.29 per decade
+of η_ref (``SEED_PAPER_SLOPE``). ``trend_table``'s ``references`` (default: that value for
+``lr.ref_lr``) is tested on every α row of that key: ``reference_inside`` says whether the slope's
+interval contains it, and the report prints the sentence with the interval.
+
 The verdict (``trend``): ``rise`` or ``fall`` when the slope's interval excludes 0 **and** its
 bootstrap p-value survives Holm's correction over the clocks of the series (each target's α and the
 common α are tests of one question: does the exponent move with the key?); ``flat`` when every
@@ -40,8 +67,10 @@ import math
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtr
 
-from analysis.fits.cross import numeric, reported_replicates
+from analysis.fits.cross import numeric
+from analysis.fits.trend_replicates import condition_replicates
 
 COLUMNS = [
     "key",
@@ -60,25 +89,37 @@ COLUMNS = [
     "p_holm",
     "frac_unidentified",
     "n_boot_used",
+    "n_distinct",
+    "interval_method",
+    "frac_reselected",
+    "reference",
+    "reference_inside",
     "note",
 ]
 #: unidentified replicates (+-inf) enter the slope at this exponent (module docstring)
 EXPONENT_BOUND = 2.0
 #: the fewest bootstrap replicates behind a rise, fall or flat verdict
 MIN_VERDICT_RESAMPLES = 2000
+#: below this many distinct slope replicates the seed-cluster t interval joins the percentile one
+FEW_DISTINCT = 500
+#: the two-clock paper's slope of α per decade of η_ref: 0.15 -> 0.44 from 1e-6 to 1e-5 at K = 8
+SEED_PAPER_SLOPE = 0.29
+#: the reference slopes tested by default, per key
+REFERENCES = {"lr.ref_lr": SEED_PAPER_SLOPE}
 
 
-def _replicates_common(row, fits: dict, condition: str) -> tuple[float, np.ndarray]:
-    """The common α of ``condition`` and its replicates (the weighted targets' replicates)."""
+def _replicates_common(row, replicates, condition: str) -> tuple[float, np.ndarray]:
+    """The common α of ``condition`` and its replicates (the weighted targets' replicates;
+    ``replicates(condition, clock)`` gives a target's, or None)."""
     targets = str(row["targets"]).split()
     weights = (
         np.array([float(w) for w in str(row["weights"]).split()]) if isinstance(row["weights"], str) else None
     )
-    use = [fits.get((condition, f"target:{t}")) for t in targets]
-    if weights is None or any(f is None or not f.boot_slopes.size for f in use) or len(use) != weights.size:
+    use = [replicates(condition, f"target:{t}") for t in targets]
+    if weights is None or any(r is None or not r.size for r in use) or len(use) != weights.size:
         return math.nan, np.empty(0)
-    m = min(f.boot_slopes.size for f in use)
-    reps = np.stack([reported_replicates(f)[:m] for f in use], 1)
+    m = min(r.size for r in use)
+    reps = np.stack([r[:m] for r in use], 1)
     with np.errstate(invalid="ignore"):
         combined = np.where(weights[None, :] != 0, reps * weights[None, :], 0.0).sum(1)
     return float(row["exponent_common"]), combined
@@ -112,7 +153,7 @@ def trend_series(values, estimates, replicates, level: float = 0.95, equivalence
     reps = [np.asarray(replicates[i], float) for i in order]
     out = {"slope": math.nan, "slope_low": math.nan, "slope_high": math.nan, "diff_low_min": math.nan}
     out.update(diff_high_max=math.nan, trend="unresolved", p_value=math.nan, frac_unidentified=math.nan)
-    out.update(n_boot_used=0, note="")
+    out.update(n_boot_used=0, n_distinct=0, interval_method="", note="")
     m = min((r.size for r in reps), default=0)
     if m == 0 or not np.isfinite(y).all():
         out["note"] = "an exponent or its bootstrap replicates are missing"
@@ -129,9 +170,7 @@ def trend_series(values, estimates, replicates, level: float = 0.95, equivalence
     q = (1 - level) / 2
     boot = _slope(x, Y, w)
     out["slope"] = float(_slope(x, y, w))
-    out["slope_low"], out["slope_high"] = (float(v) for v in np.quantile(boot, [q, 1 - q]))
-    # two-sided bootstrap p-value of slope = 0 (the share of replicates on the other side of 0)
-    out["p_value"] = float(min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean())))
+    _slope_interval(out, boot, level)
     diffs = np.diff(Y, axis=1)
     lows, highs = np.quantile(diffs, q, axis=0), np.quantile(diffs, 1 - q, axis=0)
     out["diff_low_min"], out["diff_high_max"] = float(lows.min()), float(highs.max())
@@ -143,10 +182,62 @@ def trend_series(values, estimates, replicates, level: float = 0.95, equivalence
         out["trend"] = "fall"
     elif lows.min() > -equivalence and highs.max() < equivalence:
         out["trend"] = "flat"
+    notes = [out["note"]] if out["note"] else []
     if out["frac_unidentified"] > 0:
-        share = f"{out['frac_unidentified']:.1%} of a condition's replicates not identified (kept at ±{EXPONENT_BOUND:g})"
-        out["note"] = f"{out['note']}; {share}" if out["note"] else share
+        notes.append(
+            f"{out['frac_unidentified']:.1%} of a condition's replicates not identified (kept at ±{EXPONENT_BOUND:g})"
+        )
+    if out["interval_method"] != "percentile":
+        notes.append(
+            f"{out['n_distinct']} distinct slope replicates (< {FEW_DISTINCT}: seeds resampled as clusters): "
+            "the seed-cluster t interval joins the percentile one"
+        )
+    out["note"] = "; ".join(notes)
     return out
+
+
+def _slope_interval(out: dict, boot: np.ndarray, level: float) -> None:
+    """The slope's interval and p-value from its replicates ``boot`` (module docstring, "Few distinct
+    resamples"): the percentile interval, joined by the seed-cluster t interval where the replicates take
+    fewer than ``FEW_DISTINCT`` distinct values."""
+    q = (1 - level) / 2
+    out["slope_low"], out["slope_high"] = (float(v) for v in np.quantile(boot, [q, 1 - q]))
+    # two-sided bootstrap p-value of slope = 0 (the share of replicates on the other side of 0)
+    out["p_value"] = float(min(1.0, 2 * min((boot <= 0).mean(), (boot >= 0).mean())))
+    out["n_distinct"] = int(np.unique(np.round(boot, 12)).size)
+    out["interval_method"] = "percentile"
+    if out["n_distinct"] >= FEW_DISTINCT:
+        return
+    q25, q75 = np.quantile(boot, [0.25, 0.75])
+    spread = float(q75 - q25) / 1.3489795003921634
+    z = float(np.sqrt(2) * _erfinv(level))
+    slope = out["slope"]
+    out["slope_low"] = min(out["slope_low"], slope - z * spread)
+    out["slope_high"] = max(out["slope_high"], slope + z * spread)
+    if spread > 0:
+        out["p_value"] = max(out["p_value"], float(2 * ndtr(-abs(slope) / spread)))
+    elif slope == 0:
+        out["p_value"] = 1.0
+    out["interval_method"] = "percentile ∪ seed-cluster t"
+
+
+def _erfinv(p: float) -> float:
+    from scipy.special import erfinv
+
+    return float(erfinv(p))
+
+
+def reference_test(row: dict, references: dict | None) -> None:
+    """Fill ``reference`` and ``reference_inside`` of one α row (target or common clock) whose key has a
+    reference slope (module docstring): inside when the slope's interval contains it."""
+    ref = (references or {}).get(row["key"])
+    row["reference"], row["reference_inside"] = math.nan, None
+    if ref is None or row["clock"] == "failure":
+        return
+    row["reference"] = float(ref)
+    low, high = row.get("slope_low", math.nan), row.get("slope_high", math.nan)
+    if isinstance(low, float) and isinstance(high, float) and not (math.isnan(low) or math.isnan(high)):
+        row["reference_inside"] = bool(low <= ref <= high)
 
 
 def holm(p_values) -> np.ndarray:
@@ -186,8 +277,33 @@ def trend_table(
     varying: list[str],
     level: float = 0.95,
     equivalence: float = 0.1,
+    *,
+    tables=None,
+    n_boot: int = 0,
+    seed: int = 0,
+    resample: str = "seeds",
+    references: dict | None = None,
 ) -> pd.DataFrame:
-    """One row per numeric key with three or more positive values, series and clock (module docstring)."""
+    """One row per numeric key with three or more positive values, series and clock (module docstring).
+
+    ``tables``, ``n_boot``, ``seed``, ``resample``: those of :func:`analysis.fits.exponents.fit_conditions`,
+    so each target's replicates are rebuilt with its early sizes chosen in every resample (None: the
+    fits' replicates, the choice held fixed). ``references``: key -> a reference slope per decade
+    tested on that key's α rows (default ``REFERENCES``: the seed paper's +0.29 per decade of η_ref)."""
+    references = REFERENCES if references is None else references
+    cache: dict[tuple[str, str], tuple[np.ndarray, float, str] | None] = {}
+
+    def replicates(condition: str, clock: str) -> np.ndarray | None:
+        if (condition, clock) not in cache:
+            fit = fits.get((condition, clock))
+            cache[(condition, clock)] = (
+                None
+                if fit is None
+                else condition_replicates(tables, condition, clock, fit, n_boot, seed, resample)
+            )
+        got = cache[(condition, clock)]
+        return None if got is None else got[0]
+
     rows = []
     keys = [k for k in varying if k in exponents.columns]
     by_condition = exponents.drop_duplicates("condition").set_index("condition")
@@ -205,66 +321,79 @@ def trend_table(
             if group[key].astype(float).nunique() < 3 or group[key].astype(float).duplicated().any():
                 continue
             series = ", ".join(f"{k}={v}" for k, v in zip(others, series_values)) or "all"
-            clocks = [c for c in exponents["clock"].unique()]
-            for clock in [*clocks, "common"]:
-                est, reps, notes, used = [], [], [], []
-                for condition in group.index:
-                    if clock == "common":
-                        if condition not in commons.index or not math.isfinite(
-                            float(commons.loc[condition].get("exponent_common", math.nan))
-                        ):
-                            est.append(math.nan)
-                            reps.append(np.empty(0))
-                            used.append(condition)
-                            continue
-                        row = commons.loc[condition]
-                        p = float(row.get("p_common", math.nan))
-                        if math.isfinite(p) and p < 0.05:
-                            # the targets disagree: this condition is measured per target only
-                            notes.append(
-                                f"left out at {key}={group.loc[condition, key]}: its common-α test rejects "
-                                f"(p = {p:.2g}), see the per-target rows"
-                            )
-                            continue
-                        e, r = _replicates_common(row, fits, condition)
-                    else:
-                        fit = fits.get((condition, clock))
-                        e = fit.exponent if fit is not None else math.nan
-                        r = fit.boot_slopes if fit is not None else np.empty(0)
-                    est.append(e)
-                    reps.append(r)
-                    used.append(condition)
-                if not np.isfinite(est).any():
+            for clock in [*exponents["clock"].unique(), "common"]:
+                row = _series_row(key, series, clock, group, fits, commons, replicates, level, equivalence)
+                if row is None:
                     continue
-                values = group.loc[used, key].astype(float).to_numpy()
-                if len(used) < 3:
-                    rows.append(
-                        {
-                            "key": key,
-                            "series": series,
-                            "clock": clock,
-                            "n_values": len(used),
-                            "values": " ".join(f"{v:g}" for v in sorted(values)),
-                            "exponents": "",
-                            "trend": "unresolved",
-                            "note": "; ".join([f"{len(used)} value(s) left (< 3)", *notes]),
-                        }
-                    )
-                    continue
-                res = trend_series(values, est, reps, level, equivalence)
-                order = np.argsort(values)
-                note = "; ".join(x for x in [res.pop("note"), *notes] if x)
-                rows.append(
-                    {
-                        "key": key,
-                        "series": series,
-                        "clock": clock,
-                        "n_values": len(used),
-                        "values": " ".join(f"{values[i]:g}" for i in order),
-                        "exponents": " ".join(f"{est[i]:.3f}" for i in order),
-                        **res,
-                        "note": note,
-                    }
-                )
+                reselected = [cache.get((c, t)) for c in group.index for t in _clocks_of(row, commons, c)]
+                row["frac_reselected"] = max((r[1] for r in reselected if r is not None), default=0.0)
+                held = {r[2] for r in reselected if r is not None and r[2]}
+                if held:
+                    row["note"] = "; ".join(x for x in [row.get("note", ""), *sorted(held)] if x)
+                reference_test(row, references)
+                rows.append(row)
     _apply_holm(rows, level)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _clocks_of(row: dict, commons: pd.DataFrame, condition: str) -> list[str]:
+    """The clocks whose replicates went into ``row`` for ``condition`` (a common row: its targets')."""
+    if row["clock"] != "common":
+        return [row["clock"]]
+    if condition not in commons.index:
+        return []
+    return [f"target:{t}" for t in str(commons.loc[condition].get("targets", "")).split()]
+
+
+def _series_row(key, series, clock, group, fits, commons, replicates, level, equivalence) -> dict | None:
+    """The trend row of one key, series and clock (None when no condition has an exponent)."""
+    est, reps, notes, used = [], [], [], []
+    for condition in group.index:
+        if clock == "common":
+            if condition not in commons.index or not math.isfinite(
+                float(commons.loc[condition].get("exponent_common", math.nan))
+            ):
+                est.append(math.nan)
+                reps.append(np.empty(0))
+                used.append(condition)
+                continue
+            row = commons.loc[condition]
+            p = float(row.get("p_common", math.nan))
+            if math.isfinite(p) and p < 0.05:
+                # the targets disagree: this condition is measured per target only
+                notes.append(
+                    f"left out at {key}={group.loc[condition, key]}: its common-α test rejects "
+                    f"(p = {p:.2g}), see the per-target rows"
+                )
+                continue
+            e, r = _replicates_common(row, replicates, condition)
+        else:
+            fit = fits.get((condition, clock))
+            e = fit.exponent if fit is not None else math.nan
+            got = replicates(condition, clock) if fit is not None else None
+            r = got if got is not None else np.empty(0)
+        est.append(e)
+        reps.append(r)
+        used.append(condition)
+    if not np.isfinite(est).any():
+        return None
+    values = group.loc[used, key].astype(float).to_numpy()
+    base = {"key": key, "series": series, "clock": clock, "n_values": len(used)}
+    if len(used) < 3:
+        return {
+            **base,
+            "values": " ".join(f"{v:g}" for v in sorted(values)),
+            "exponents": "",
+            "trend": "unresolved",
+            "note": "; ".join([f"{len(used)} value(s) left (< 3)", *notes]),
+        }
+    res = trend_series(values, est, reps, level, equivalence)
+    order = np.argsort(values)
+    note = "; ".join(x for x in [res.pop("note"), *notes] if x)
+    return {
+        **base,
+        "values": " ".join(f"{values[i]:g}" for i in order),
+        "exponents": " ".join(f"{est[i]:.3f}" for i in order),
+        **res,
+        "note": note,
+    }

@@ -16,7 +16,7 @@ from analysis.data.symbols import SYMBOLS, symbol, value_text
 from analysis.fits.bcrit_theory import SOURCES as BCRIT_SOURCES
 from analysis.fits.bcrit_theory import bound_text
 from analysis.fits.theory import SOURCES as THEORY_SOURCES
-from analysis.fits.trend import EXPONENT_BOUND, MIN_VERDICT_RESAMPLES
+from analysis.fits.trend import EXPONENT_BOUND, FEW_DISTINCT, MIN_VERDICT_RESAMPLES
 from analysis.fits.which_b import OBJECTIVES
 from analysis.reporting.text import exponent_table, markdown_table
 from analysis.reporting.text import number_text as _f
@@ -584,8 +584,12 @@ def trend_lines(trend: pd.DataFrame, equivalence: float = 0.1) -> list[str]:
         "## Exponents along a numeric key",
         "",
         "Slope of the exponent against log10 of the key, by weighted least squares, with a percentile "
-        "interval from the conditions' bootstrap replicates (paired where the conditions share seeds); "
-        "a rise or fall needs its slope's interval to exclude 0 and its p-value to survive Holm's "
+        "interval from the conditions' bootstrap replicates (paired where the conditions share seeds): the "
+        "replicates behind the intervals printed above (a degenerate fit's widened to its profile interval), "
+        "each target's early sizes chosen again in every resample; with fewer than "
+        f"{FEW_DISTINCT} distinct slope replicates (seeds resampled as clusters: 126 for 5 seeds) the "
+        "seed-cluster t interval joins the percentile one. "
+        "A rise or fall needs its slope's interval to exclude 0 and its p-value to survive Holm's "
         "correction over the clocks of the series (p Holm); "
         f"`flat` means every neighbouring difference's 95 % interval lies within ±{equivalence:g}; "
         f"no verdict on fewer than {MIN_VERDICT_RESAMPLES} resamples; unidentified replicates kept at "
@@ -624,6 +628,39 @@ def trend_lines(trend: pd.DataFrame, equivalence: float = 0.1) -> list[str]:
             rows,
         )
     )
+    return lines + _reference_lines(trend)
+
+
+def _reference_lines(trend: pd.DataFrame) -> list[str]:
+    """One computed sentence per α row with a reference slope (``trend.csv``'s ``reference``): the seed
+    paper's +0.29 per decade of η_ref inside or outside the slope's interval."""
+    if "reference" not in trend.columns:
+        return []
+    rows = trend[trend["reference"].map(_num).notna()]
+    if rows.empty:
+        return []
+
+    def f(v) -> str:
+        v = _num(v)
+        return "∞" if v == math.inf else "−∞" if v == -math.inf else "–" if math.isnan(v) else f"{v:+.3f}"
+
+    lines = [
+        "",
+        "Reference slopes tested (`trend.csv`: `reference`, `reference_inside`); the default, on η_ref "
+        "(`lr.ref_lr`), is the two-clock paper's: α rose from 0.15 to 0.44 as η_ref went from 1e-6 to 1e-5 "
+        "with K = 8, +0.29 per decade (`docs/design.md` §3).",
+        "",
+    ]
+    for r in rows.itertuples():
+        inside = r.reference_inside
+        if inside is None or (isinstance(inside, float) and math.isnan(inside)):
+            verdict = "not tested (no interval)"
+        else:
+            verdict = "**inside** the interval" if bool(inside) else "**outside** the interval (excluded)"
+        lines.append(
+            f"- {r.key}, {r.series}, {r.clock}: slope {f(r.slope)} [{f(r.slope_low)}, {f(r.slope_high)}] per "
+            f"decade; the reference {f(r.reference)} is {verdict}."
+        )
     return lines
 
 
@@ -787,6 +824,14 @@ def _is_value(v) -> bool:
 # (analysis/fits/recommend.py) ----------------------------------------------------------------------------
 
 
+def _bcrit_cell(r) -> str:
+    """B_crit with its interval; an interval open above says so (B_crit not identified there)."""
+    interval = f"[{bound_text(r['ci_low'])}, {bound_text(r['ci_high'])}]"
+    if math.isinf(_num(r["ci_high"])):
+        return f"not identified: ≥ {bound_text(r['ci_low'])} (estimate {bound_text(r['b_crit'])}) {interval}"
+    return f"{bound_text(r['b_crit'])} {interval}"
+
+
 def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
     """The report's section "Critical batch from the clocks": one table line per condition and target, the
     count of unbounded intervals and the figure (``figures``: the files :func:`analysis.figures.plots_bcrit.plot_bcrit` wrote)."""
@@ -795,12 +840,14 @@ def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
         "",
         "## Critical batch from the clocks (McCandlish)",
         "",
-        "R_T(B) = R_min·(1 + B/B_crit) fitted to each condition's responses-to-target with the power law's "
-        "censoring and resamples (`docs/analysis.md`); B_crit in responses per rollout (per optimizer step: "
-        "÷ K). The local exponent B/(B + B_crit) is given at the smallest and largest size. ΔAICc = "
-        "AICc(McCandlish) − AICc(power law): below −2 the curve is preferred, above +2 the line. An interval "
-        "reaching ∞ means the sizes show no cost of larger B at that end; 0, that R_T grows like B. "
-        "`bcrit.csv`.",
+        "R_T(B) = R_min·(1 + B/B_crit) fitted to each condition's responses-to-target on the power law's "
+        "runs (its early sizes left out) with its censoring and resamples, a crossing with the first rollout "
+        "(at the R ≥ B floor) left-censored (`docs/analysis.md`); B_crit in responses per rollout (per "
+        "optimizer step: ÷ K). The local exponent B/(B + B_crit) is given at the smallest and largest size. "
+        "ΔAICc = AICc(McCandlish) − AICc(power law) on the same runs and bounds: below −2 the curve is "
+        "preferred, above +2 the line. An interval reaching ∞ means the sizes show no cost of larger B: B_crit "
+        "is **not identified** above (at least the lower bound; the estimate is not a measurement); reaching 0, "
+        "that R_T grows like B. `bcrit.csv`.",
         "",
     ]
     if table is None or table.empty:
@@ -817,7 +864,7 @@ def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
             [
                 r["condition"],
                 r["clock"].split(":", 1)[-1],
-                f"{bound_text(r['b_crit'])} [{bound_text(r['ci_low'])}, {bound_text(r['ci_high'])}]",
+                _bcrit_cell(r),
                 f"{bound_text(r['r_min'])}",
                 local,
                 f"{_num(r['alpha_power']):.3f}" if math.isfinite(_num(r["alpha_power"])) else "–",
@@ -833,7 +880,7 @@ def bcrit_lines(table: pd.DataFrame | None, figures=()) -> list[str]:
         lines += [
             "",
             f"Unbounded intervals: {len(unbounded)} of {len(table)} row(s) (the sizes measured do not bound "
-            "B_crit on that side).",
+            f"B_crit on that side; open above, B_crit not identified: {int(np.isinf(unbounded['ci_high'].map(_num)).sum())}).",
         ]
     lines += [f"\n![{f}]({f})" for f in figures if f.endswith(".png")]
     return lines

@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from analysis.fits.bcrit import simulated_critical_batch as critical_batch
+from analysis.fits.bcrit_simulated import simulated_critical_batch as critical_batch
 from rlvr_scaling.noisy_quadratic import NoisyQuadratic, sweep
 
 GROUPS = {

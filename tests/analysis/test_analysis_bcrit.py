@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import least_squares
 
 from analysis.cli import main
-from analysis.fits.bcrit import BCRIT_COLUMNS, aicc, fit_mccandlish, local_alpha
+from analysis.fits.bcrit import BCRIT_COLUMNS, aicc, at_floor, fit_mccandlish, local_alpha
 from analysis.fits.fit import fit_power_law
 from analysis.fits.seed_blocks import resample_weights
 from analysis.reporting.sections import bcrit_lines
@@ -96,6 +96,69 @@ def test_censored_rows_follow_the_power_laws_likelihood():
     R2[-1] *= 3  # a later censoring time is a weaker constraint... still consistent with the curve
     again = fit_mccandlish(B, R2, censored, lower=lower)
     assert math.isfinite(again.loglik) and again.loglik <= fit.loglik + 1e-9 or again.b_crit > 0
+
+
+def test_floor_crossings_are_left_censored_and_both_forms_compared_on_the_same_bounds():
+    """A crossing with the first rollout (bracket [B, r], or exact R = B) says only R <= r: it enters
+    left-censored, and the power law the curve is compared with is fitted to the same rows and bounds."""
+    B = np.repeat(np.array(SIZES, float), 3)
+    R = np.array([256, 320, 384, 256, 320, 384, 256, 384, 384, 256, 512, 512, 512, 512, 512], float)
+    lower = np.array([224, 288, 352, 192, 256, 320, 128, 256, 256, 256, 512, 512, 512, 512, 512], float)
+    lower[:3] = [32, 288, 352]  # the first run at B = 32 crossed at the first evaluation: [32, 256]
+    censored = np.zeros(B.size, bool)
+    censored[-1] = True  # right-censored at 512: never at the floor
+    floor = at_floor(B, R, censored, lower)
+    # [32, 256], exact 128 and 256 (R = B), exact 512 at B = 512 twice; [512, 512] at B = 256 is two rollouts
+    np.testing.assert_array_equal(np.flatnonzero(floor), [0, 6, 9, 12, 13])
+    assert at_floor([64.0], [64.0], [False])[0] and not at_floor([64.0], [128.0], [False])[0]
+    fit = fit_mccandlish(B, R, censored, lower=lower)
+    assert fit.n_floor == 5
+    as_given = fit_mccandlish(B, R, censored, lower=lower, floor=False)
+    assert as_given.n_floor == 0 and as_given.loglik != pytest.approx(fit.loglik)
+    # the comparison's power law: the same rows and bounds (floor rows left-censored: lower 0)
+    censored_lower = np.where(floor, 0.0, lower)
+    power = fit_power_law(B, R, censored, lower=censored_lower, n_boot=0, profile=False)
+    assert fit.loglik_power == pytest.approx(power.loglik, rel=1e-6)
+    assert fit.identified in ("yes", "open above", "open below", "no")
+
+
+def _flat_condition(seed: int, n_boot: int = 100):
+    """One flat-in-B condition (crossings ~300 responses, sigma 0.25, 5 seeds, B = 32..512, the trainer's
+    geometric evaluation schedule) through the analysis: its bcrit.csv and exponents.csv rows."""
+    from analysis.data.clock_tables import build_tables
+    from analysis.fits.bcrit import bcrit_table
+    from analysis.fits.exponents import fit_conditions
+    from analysis.synthetic import records
+
+    spec = SyntheticSpec(
+        alpha=0.0,
+        prefactor=300.0,
+        sizes=SIZES,
+        seeds=5,
+        gamma=None,
+        b_noise=None,
+        targets=(0.3,),
+        budget=40000,
+        eval_every=64,
+        eval_growth=2.0**0.25,
+        seed=seed,
+    )
+    tables = build_tables(records(spec))
+    exponents, fits = fit_conditions(tables, n_boot=n_boot, seed=seed, joint_model=False)
+    return bcrit_table(tables, exponents, fits, n_boot, seed).iloc[0], exponents.iloc[0]
+
+
+@pytest.mark.parametrize("seed", [201, 202, 203])
+def test_crossings_flat_in_b_at_the_floor_leave_b_crit_open_above(seed):
+    """Held-out draws (seeds disjoint from those quoted for benchmarks/bcrit_floor.py: 0-7, 100-139): the sizes where every run
+    crosses with its first rollouts leave the fit with the power law's, so no critical batch is read from
+    the R >= B floor: the interval is open above and the row says B_crit is not identified there."""
+    row, power = _flat_condition(seed)
+    assert row["ci_high"] == math.inf and row["identified"] in ("open above", "no")
+    assert row["n_runs"] == power["n_runs"] and row["sizes_early"] == power["sizes_early"] != ""
+    assert abs(row["delta_aicc"]) < 2  # the data cannot tell the two forms apart
+    text = "\n".join(bcrit_lines(pd.DataFrame([row])))
+    assert "not identified: ≥" in text
 
 
 # Held-out synthetic sweeps (fixed seeds, disjoint from benchmarks/calibration/bcrit_coverage.py's 1000+): 4 seeds x 5

@@ -55,7 +55,7 @@ def test_on_a_noisy_quadratic_adams_noise_scale_is_the_simulated_critical_batch(
     McCandlish's form fitted to the samples to target gives B_crit, and tr(P Sigma) / G'PG measured along
     the runs is within 25 % of it (benchmarks/calibration/adam_noise_quadratic.py: the full setting, and the cases
     where it is not)."""
-    from analysis.fits.bcrit import simulated_critical_batch as critical_batch
+    from analysis.fits.bcrit_simulated import simulated_critical_batch as critical_batch
     from rlvr_scaling.noisy_quadratic import NoisyQuadratic, sweep
 
     torch.set_num_threads(1)
