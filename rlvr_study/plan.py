@@ -39,13 +39,13 @@ the interval the report prints for that design (:mod:`analysis.fits.fit`, :mod:`
 The interval is proportional to the estimated spread, whose q-quantile is ``sqrt(V)`` times the last
 factor. Before the seed clusters were planned the plan assumed ``N - m`` for every design, and for 5
 seeds x 5 sizes its "80 %" width was met in under half of the repetitions
-(``benchmarks/assurance_check.py``; figures in docs/study.md). γ (the failure clock) is planned the same
+(``benchmarks/study/assurance_check.py``; figures in docs/study.md). γ (the failure clock) is planned the same
 way (:func:`failure_truth`): onsets bracketed by whole rollouts, right-censored at the horizon. Expected
 information was chosen over a simulation-based plan because it is exact for the discretised
 observation and costs microseconds per design, so the allocation can be searched seed by seed; the
 simulation is kept for checking (:func:`simulate_widths`: the widths of the project's own fit on sweeps
 drawn at the planned design, ``tests/analysis/test_analysis_plan.py``, ``benchmarks/study/plan_check.py``,
-``benchmarks/assurance_check.py``).
+``benchmarks/study/assurance_check.py``).
 
 **Allocation.** Greedy in seeds: every candidate size starts with ``min_seeds`` (default 2) runs, and
 each further run goes to the size whose run lowers ``V`` the most per response spent, until the planned

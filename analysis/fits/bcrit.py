@@ -28,7 +28,7 @@ on the responses clock) enters **left-censored**, ``R <= r``. Its lower end B is
 discrete clock, not information about the learning curve: a run that learns in 100 responses and one
 that needs B both cross with their first rollout, so taking ``[B, r]`` (or the exact ``R = B`` where an
 evaluation follows the first rollout) as the crossing makes R rise with B where the latent crossings are
-flat, and McCandlish's curve reads that rise as a finite B_crit (``benchmarks/bcrit_floor.py``). Our
+flat, and McCandlish's curve reads that rise as a finite B_crit (``benchmarks/calibration/bcrit_floor.py``). Our
 choice: the power law's own fit (``exponents.csv``) keeps the ``[B, r]`` bracket; here the floor rows
 are censored for both forms compared. For a fixed B_crit the offset ``log(1 + B / B_crit)`` is known and the
 model is the censored-normal intercept model that :func:`analysis.fits.fit.interval_mle` fits, for every

@@ -25,7 +25,7 @@ target's only by what averaging targets whose errors are not perfectly correlate
 Why not GLS: the minimum-distance weights ``Σ⁻¹1 / 1ᵀΣ⁻¹1`` estimated from the covariance ``Σ`` of the
 same bootstrap (over 5 seeds, 4 degrees of freedom) pick the combination whose *estimated* variance is
 smallest, and the percentile interval then inherits that selection: on synthetic studies of 5 sizes ×
-5 seeds and three targets (``benchmarks/common_alpha_coverage.py``, 500 draws) it covered 88.6 % and
+5 seeds and three targets (``benchmarks/calibration/common_alpha_coverage.py``, 500 draws) it covered 88.6 % and
 90.2 % at target correlations 0.3 and 0.6 against 94.8–96.6 % per target; the fixed weights cover as the
 targets do (figures in docs/analysis.md, "Common α across targets").
 

@@ -17,7 +17,7 @@ Two cases:
 * **finite**: crossings following ``R_min (1 + B / B_crit)`` (``--r-min``, ``--b-crit``): how often the
   interval covers the true B_crit, and how often it is bounded above.
 
-    python benchmarks/bcrit_floor.py --draws 8
+    python benchmarks/calibration/bcrit_floor.py --draws 8
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ the common-α test rejects at 5 %. ``--gls`` also prints the interval the GLS co
 estimated from the same bootstrap covariance gave (the procedure before the fixed weights, kept here
 for comparison only), ``--weights`` the fixed weights to ship::
 
-    python benchmarks/common_alpha_coverage.py --draws 500 --bootstrap 1000 --gls
+    python benchmarks/calibration/common_alpha_coverage.py --draws 500 --bootstrap 1000 --gls
 """
 
 from __future__ import annotations

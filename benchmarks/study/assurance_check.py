@@ -15,7 +15,7 @@ variance), which the slope does not see: the plan, which assumes independent run
 * γ: failure onsets of ``20000 B^0`` with scatter 0.4, each known to the rollout it falls in,
   right-censored at the horizon 60,000 (:func:`rlvr_study.plan.failure_truth`).
 
-    python benchmarks/assurance_check.py --draws 500 --bootstrap 1000
+    python benchmarks/study/assurance_check.py --draws 500 --bootstrap 1000
 """
 
 from __future__ import annotations

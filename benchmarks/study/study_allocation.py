@@ -18,7 +18,7 @@ Reported over draws: conditions whose pilot completed, the distinct seed sets th
 intervals met at the end (of the ones chased), the median final width over goal per condition, the
 responses spent, and each strategy's final statuses::
 
-    python benchmarks/study_allocation.py --draws 4 --bootstrap 100
+    python benchmarks/study/study_allocation.py --draws 4 --bootstrap 100
 """
 
 from __future__ import annotations

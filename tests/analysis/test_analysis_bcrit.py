@@ -150,7 +150,7 @@ def _flat_condition(seed: int, n_boot: int = 100):
 
 @pytest.mark.parametrize("seed", [201, 202, 203])
 def test_crossings_flat_in_b_at_the_floor_leave_b_crit_open_above(seed):
-    """Held-out draws (seeds disjoint from those quoted for benchmarks/bcrit_floor.py: 0-7, 100-139): the sizes where every run
+    """Held-out draws (seeds disjoint from those quoted for benchmarks/calibration/bcrit_floor.py: 0-7, 100-139): the sizes where every run
     crosses with its first rollouts leave the fit with the power law's, so no critical batch is read from
     the R >= B floor: the interval is open above and the row says B_crit is not identified there."""
     row, power = _flat_condition(seed)

@@ -172,7 +172,7 @@ def test_the_degrees_of_freedom_are_those_of_the_interval_the_report_prints():
 )
 def test_the_planned_assurance_holds_for_the_seed_cluster_interval(truth):
     """5 seeds x 5 sizes fitted as the report fits them (seeds as clusters): the width planned at 80 %
-    assurance is met in about 80 % of sweeps (60 sweeps; benchmarks/assurance_check.py runs 500), where
+    assurance is met in about 80 % of sweeps (60 sweeps; benchmarks/study/assurance_check.py runs 500), where
     the plan on N - m degrees of freedom was met in under half."""
     sizes, seeds = [32, 64, 128, 256, 512], [5] * 5
     widths = simulate_widths(sizes, seeds, truth, n_sweeps=60, n_boot=400, seed=5)
