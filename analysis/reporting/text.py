@@ -78,3 +78,49 @@ def plain_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+# ---- small helpers shared by the report's sections -----------------------------------------------------
+def _num(v) -> float:
+    """A table value as a float (non-finite values may be written as strings); NaN if not a number."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _num_text(value, digits: int = 3) -> str:
+    v = _num(value)
+    return "–" if math.isnan(v) else f"{v:.{digits}g}"
+
+
+def _interval_text(point, low, high) -> str:
+    return f"{_num_text(point)} [{_num_text(low)}, {_num_text(high)}]"
+
+
+def _verdict(row, name: str) -> str:
+    if math.isnan(_num(row[f"predicted_{name}"])):
+        return "not measured"
+    agrees = row[f"agrees_{name}"]
+    if math.isnan(_num(row["fitted"])):
+        return "no fitted α"
+    if agrees is None or (isinstance(agrees, float) and math.isnan(agrees)):
+        return "no paired interval"
+    return "agree" if bool(agrees) else "**disagree**"
+
+
+VERDICT_WORDS = {
+    "agree": "agrees with the fit",
+    "disagree": "**disagrees** with the fit",
+    "not measured": "is not measured",
+    "no fitted α": "has no fitted α to compare with (exponent not identified)",
+    "no paired interval": "has no paired interval (no bootstrap of the fit)",
+}
+
+
+def _is_value(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def _g(value) -> str:
+    return "–" if value is None or not np.isfinite(value) else f"{value:.3g}"

@@ -25,6 +25,10 @@ BOUNDED = (
     "figures.plots_cross",
     "reporting.markdown",
     "reporting.sections",
+    "reporting.sections_across",
+    "reporting.sections_failure",
+    "reporting.sections_runs",
+    "reporting.sections_theory",
     "reporting.text",
 )
 
