@@ -7,9 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.data.clock_tables import target_label
+from analysis.data.crossings import crossing_rule
 from analysis.data.symbols import SYMBOLS, symbol
 from analysis.reporting.text import exponent_table, markdown_table
 from analysis.reporting.text import number_text as _f
+
+
+def _brackets(crossing: str) -> bool:
+    """Whether the named crossing rule gives intervals (registered with ``brackets=True``)."""
+    try:
+        return crossing_rule(crossing).brackets
+    except ValueError:
+        return False
 
 
 def summary_lines(source, tables, skipped, messages, options) -> list[str]:
@@ -32,7 +41,7 @@ def summary_lines(source, tables, skipped, messages, options) -> list[str]:
         f"- resolution-limited target points: {n_limited}"
         + (
             " (interval-censored in the fit, so they widen intervals instead of biasing)"
-            if crossing in ("interval", "isotonic")
+            if _brackets(crossing)
             else ""
         )
         + f"; runs disagreeing with summary.json: {int(runs['summary_mismatch'].sum())}",
