@@ -234,3 +234,37 @@ def test_the_length_check_counts_nested_functions_and_methods(tmp_path):
 def test_no_function_is_longer_than_the_limit(package):
     wrong = {name: found for name, path in modules(package).items() if (found := long_functions(path))}
     assert not wrong, wrong
+
+
+#: the most lines a module may have (a longer one is split by concern)
+MAX_MODULE_LINES = 600
+#: the packages held to it
+SHORT_MODULE_PACKAGES = ("rlvr_scaling", "analysis", "rlvr_study")
+#: modules still over the limit, each waiting for its split; the set empties as they are split
+OVER_LIMIT = {
+    "analysis/reporting/sections.py",  # split pending
+}
+
+
+def long_modules(package: str, limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """Repository path -> lines of every module of ``package`` longer than ``limit`` lines."""
+    out = {}
+    for path in modules(package).values():
+        n = len(path.read_text().splitlines())
+        if n > limit:
+            out[path.relative_to(REPO).as_posix()] = n
+    return out
+
+
+@pytest.mark.parametrize("package", SHORT_MODULE_PACKAGES)
+def test_no_module_is_longer_than_the_limit(package):
+    found = long_modules(package)
+    wrong = {path: n for path, n in found.items() if path not in OVER_LIMIT}
+    assert not wrong, wrong
+    assert long_modules(package, limit=0)  # the check reads the package's modules at all
+
+
+def test_every_module_waiting_for_a_split_is_still_over_the_limit():
+    """A module in OVER_LIMIT that has been split leaves the set: the exemption does not outlive it."""
+    over = {path for package in SHORT_MODULE_PACKAGES for path in long_modules(package)}
+    assert OVER_LIMIT <= over, sorted(OVER_LIMIT - over)
