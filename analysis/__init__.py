@@ -36,7 +36,8 @@ from analysis.api import (
 )
 from analysis.data.clock_tables import build_tables
 from analysis.data.load import LoadResult, RunRecord, SkippedRun, load_source
-from analysis.fits.fit import FitResult, aalen_johansen, fit_power_law, kaplan_meier
+from analysis.fits.fit import FitResult, fit_power_law
+from analysis.fits.survival import aalen_johansen, kaplan_meier
 
 __all__ = [
     "FitResult",

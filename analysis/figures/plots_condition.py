@@ -38,10 +38,10 @@ from analysis.figures.plot_style import (  # noqa: E402
     unit_words,
 )
 from analysis.fits.competing import competing_events  # noqa: E402
-from analysis.fits.fit import aalen_johansen, kaplan_meier  # noqa: E402
 from analysis.fits.gof import residuals  # noqa: E402
 from analysis.fits.noise_scale import NoisePrediction, predicted_curve  # noqa: E402
 from analysis.fits.sigmoid import sigmoid  # noqa: E402
+from analysis.fits.survival import aalen_johansen, kaplan_meier  # noqa: E402
 
 # ---- the responses-to-B panel -------------------------------------------------------------------
 

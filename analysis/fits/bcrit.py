@@ -19,7 +19,7 @@ step size; the runs follow a fixed learning-rate rule, so B_crit here is that of
     log R_i = log R_min + log(1 + B_i / B_crit) + sigma * eps_i
 
 and the same censoring (exact, interval-censored, left-censored, right-censored rows: the bounds of
-:func:`analysis.fits.fit.log_bounds`), on **the power law's rows**: the early sizes
+:func:`analysis.fits.censored_normal.log_bounds`), on **the power law's rows**: the early sizes
 :func:`analysis.fits.exponents.early_sizes` leaves out of a target's power-law fit (sizes where most
 crossings come within the first rollouts) leave this fit too, so both forms are fitted to the same runs
 and at most one size whose crossings sit near the ``R >= B`` floor enters. One change to the bounds:
@@ -31,7 +31,7 @@ evaluation follows the first rollout) as the crossing makes R rise with B where 
 flat, and McCandlish's curve reads that rise as a finite B_crit (``benchmarks/calibration/bcrit_floor.py``). Our
 choice: the power law's own fit (``exponents.csv``) keeps the ``[B, r]`` bracket; here the floor rows
 are censored for both forms compared. For a fixed B_crit the offset ``log(1 + B / B_crit)`` is known and the
-model is the censored-normal intercept model that :func:`analysis.fits.fit.interval_mle` fits, for every
+model is the censored-normal intercept model that :func:`analysis.fits.censored_normal.interval_mle` fits, for every
 bootstrap replicate at once; the likelihood is profiled over a grid of ``log B_crit`` reaching
 ``GRID_DECADES`` decades beyond the measured sizes on both sides (``GRID_POINTS`` points, refined by a
 parabola through the best grid point and its neighbours). A maximum at the upper end of the grid means
@@ -43,8 +43,8 @@ clusters where :mod:`analysis.fits.seed_blocks` applies, else runs within sizes;
 runs replicate ``r`` of the power law used), their deviations from the estimate in ``log B_crit`` scaled
 by the power-law fit's small-sample factor (``inflation``), percentile 95 % interval; and the
 profile-likelihood interval ``{B_crit : 2 (l_max - l_p) <= F(1, N - 2)}`` (as
-:func:`analysis.fits.fit.profile_interval`). ``ci_low``/``ci_high`` are the union of the two
-(``ci_method`` says which bound came from which): the percentile interval of a ratio-like parameter
+:func:`analysis.fits.profile_likelihood.profile_interval`). ``ci_low``/``ci_high`` are the union of the
+two (``ci_method`` says which bound came from which): the percentile interval of a ratio-like parameter
 from a few seeds is too narrow on its own (``benchmarks/calibration/bcrit_coverage.py``). An interval that reaches
 an end of the grid is **unbounded** there: ``ci_high = inf`` (no evidence that larger B costs more
 samples) or ``ci_low = 0``; a resample with informative times at fewer than two sizes counts as +inf or 0
@@ -76,7 +76,8 @@ import pandas as pd
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import stdtrit
 
-from analysis.fits.fit import _identified, _unbounded_direction, interval_mle, log_bounds
+from analysis.fits.censored_normal import interval_mle, log_bounds
+from analysis.fits.fit import _identified, _unbounded_direction
 
 GRID_DECADES = 3.0  # the log B_crit grid reaches this many decades beyond the measured sizes
 GRID_POINTS = 41
@@ -128,7 +129,7 @@ def profile(B, lo, hi, grid, W=None) -> tuple[np.ndarray, np.ndarray]:
     """Profile log-likelihood ``[M, G]`` of McCandlish's curve at each ``log B_crit`` of ``grid`` and the
     maximising ``log R_min`` ``[M, G]``, for every weight row of ``W`` (``[M, n]``; one row of ones when
     None). Where every interval holds a common curve (no exact time) the supremum, 0, is returned (the
-    scatter runs to 0, as in :func:`analysis.fits.fit.profile_loglik`)."""
+    scatter runs to 0, as in :func:`analysis.fits.profile_likelihood.profile_loglik`)."""
     B, lo, hi = (np.asarray(v, float) for v in (B, lo, hi))
     W = np.ones((1, B.size)) if W is None else np.asarray(W, float)
     M, G = W.shape[0], grid.size

@@ -2,7 +2,7 @@
 
 A run can reach the target, fail first, or end (budget, or still running) with neither. The
 Kaplan–Meier view of one clock treats the other event as independent censoring; the **cumulative
-incidence** (Aalen–Johansen, :func:`analysis.fits.fit.aalen_johansen`) does not need that assumption: it
+incidence** (Aalen–Johansen, :func:`analysis.fits.survival.aalen_johansen`) does not need that assumption: it
 estimates ``P(target reached by t, before failing)`` and ``P(failed by t, before reaching the target)``
 with only budget endings as censoring.
 
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.clock_tables import Tables, target_label
-from analysis.fits.fit import aalen_johansen
+from analysis.fits.survival import aalen_johansen
 
 INCIDENCE_COLUMNS = [
     "condition",

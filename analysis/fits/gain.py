@@ -35,7 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from analysis.data.clock_tables import Tables, build_tables, horizon_end, target_label
+from analysis.data.clock_tables import Tables, build_tables, target_label
+from analysis.data.horizon import horizon_end
 from analysis.fits.exponents import fit_conditions
 from analysis.fits.sigmoid import curves_of, pooled_counts
 

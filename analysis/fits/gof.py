@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis.fits.fit import FitResult, interval_mle, log_bounds, log_ndtr_diff
+from analysis.fits.censored_normal import interval_mle, log_bounds, log_ndtr_diff
+from analysis.fits.fit import FitResult
 
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -71,7 +72,7 @@ def _stacked_loglik(X: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
 
     The rows of all data sets are collapsed to their distinct ``(X row, lo, hi)`` and each data set
     becomes a weight row of counts, so one call of the batched Newton solver
-    (:func:`analysis.fits.fit.interval_mle`) fits them all."""
+    (:func:`analysis.fits.censored_normal.interval_mle`) fits them all."""
     S, n = lo.shape
     key = np.column_stack([np.tile(X, (S, 1)), lo.ravel(), hi.ravel()])
     uniq, inverse = np.unique(key, axis=0, return_inverse=True)

@@ -46,7 +46,7 @@ survived the first two rollouts, **left-truncated** at 2·B: each contribution i
 ``R_F > 2B`` (divided by ``S(2B)``; interval lower ends raised to 2B), so keeping only the survivors
 does not select the slow runs at the sizes where many fail early. γ there is the censored log-normal
 model of :mod:`analysis.fits.fit` with that truncation, its interval the profile likelihood (F(1, N − 2) as
-in :func:`analysis.fits.fit.profile_interval`).
+in :func:`analysis.fits.profile_likelihood.profile_interval`).
 
 Everything is on the ``responses`` clock; with another ``--clock`` (or ``--failure-time detection``,
 whose exact times are used as given) the tables say so in their note.
@@ -62,7 +62,8 @@ from scipy.optimize import brentq, minimize
 from scipy.special import log_ndtr, stdtrit
 from scipy.stats import beta as beta_dist
 
-from analysis.fits.fit import log_ndtr_diff, stratified_weights
+from analysis.fits.censored_normal import log_ndtr_diff
+from analysis.fits.fit import stratified_weights
 from analysis.fits.seed_blocks import resample_weights
 
 FIRST_UPDATES = 2  # rollouts: "unstable at the first updates" fails within these
@@ -397,7 +398,8 @@ def _truncated_negll(params, x, lo, hi, trunc):
 def truncated_gamma(runs: pd.DataFrame, t0: int = FIRST_UPDATES) -> dict:
     """γ of ``R_F = d·B^γ`` (log-normal, censored as in :mod:`analysis.fits.fit`) on the runs that survived
     ``t0`` rollouts, each conditioned on ``R_F > t0·B`` (left truncation); interval from the profile
-    likelihood with the F(1, N − 2) reference of :func:`analysis.fits.fit.profile_interval`."""
+    likelihood with the F(1, N − 2) reference of
+    :func:`analysis.fits.profile_likelihood.profile_interval`."""
     out = dict(gamma=math.nan, gamma_low=math.nan, gamma_high=math.nan, gamma_method="", n_runs=0)
     times = rollout_times(runs)
     keep = (times["k_hi"] > t0).to_numpy()

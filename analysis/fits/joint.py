@@ -44,7 +44,7 @@ import numpy as np
 from scipy import optimize, stats
 from scipy.special import log_ndtr, ndtr, owens_t
 
-from analysis.fits.fit import log_bounds, log_ndtr_diff
+from analysis.fits.censored_normal import log_bounds, log_ndtr_diff
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 

@@ -19,7 +19,7 @@ gradients taken at theta_old; runs written before that release logged the K mini
 taken at successive parameters, under these names), so ``B_noise`` here is in responses. Deviations we
 accept and report: the learning rate follows the configured rule, not the per-batch optimum the
 derivation assumes; ``B_noise`` drifts during training (we use one value per run, a ratio of means
-over its training rows up to failure, :func:`analysis.data.clock_tables.noise_summary`).
+over its training rows up to failure, :func:`analysis.data.noise_columns.noise_summary`).
 
 Per condition: ``B_noise`` = mean over runs of their mean tr Sigma / mean over runs of their mean
 |G|^2, a percentile bootstrap interval over runs; the **implied exponent** is the least-squares slope

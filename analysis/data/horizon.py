@@ -1,0 +1,124 @@
+"""The horizon a run is read to (docs/design.md §3): the responses up to which its crossings and failure
+count, fixed before the runs (:func:`condition_horizons`: the ``eval.horizon`` its condition's runs set,
+else the ``train.max_responses`` it was launched with), read to the end of the rollout that reaches it
+(:func:`horizon_end`), and the messages about conditions whose runs record or stop at different points."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.data.clock_options import ClockOptions
+from analysis.data.conditions import condition_labels
+from analysis.data.load import RunRecord, flatten_config, get_path, is_number
+
+
+def horizon_end(horizon, size):
+    """The responses up to which a run is read: the end of the rollout that reaches ``horizon`` (a
+    multiple of the rollout size ``size``; an infinite horizon stays infinite). Scalars or arrays."""
+    h, b = np.asarray(horizon, float), np.asarray(size, float)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(h), b * np.ceil(h / b - 1e-9), h)
+
+
+def last_within(rows: list[dict[str, Any]], horizon: float) -> float:
+    """The responses of the last metrics row at or before ``horizon`` (the first row's if none)."""
+    within = [float(r["responses"]) for r in rows if float(r["responses"]) <= horizon]
+    return max(within) if within else float(rows[0]["responses"])
+
+
+def planned_horizon(config: dict[str, Any]) -> float:
+    """A run's recorded horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
+    budget it was launched with), else infinite."""
+    for key in ("eval.horizon", "train.max_responses"):
+        value = get_path(config, key)
+        if is_number(value) and value > 0:
+            return float(value)
+    return math.inf
+
+
+def _set_horizon(config: dict[str, Any]) -> float | None:
+    """``eval.horizon`` where the run's config sets one (a study's, or the user's), else None."""
+    value = get_path(config, "eval.horizon")
+    return float(value) if is_number(value) and value > 0 else None
+
+
+def condition_horizons(records: list[RunRecord], opts: ClockOptions) -> tuple[list[float], list[str]]:
+    """The horizon of each record (the responses up to which its crossings and failure are read), and
+    the messages about conditions whose runs record different horizons.
+
+    ``opts.horizon="auto"``: the horizon the runs **record** before they start, never a minimum over the
+    runs present (adding a run never re-reads another). Per condition: the ``eval.horizon`` its runs set
+    (a study sets it on every run after its pilot; the runs of the condition that set none, such as the
+    pilot's, launched before it was fixed, are read to it too), else the ``train.max_responses`` they
+    were launched with. Where the runs of a condition record different horizons each run is read to its
+    own (:func:`planned_horizon`) and a message names them. A number: that horizon for every run;
+    ``((condition, responses), ...)``: those conditions fixed, ``auto`` for the others; None: no
+    horizon."""
+    if opts.horizon is None:
+        return [math.inf] * len(records), []
+    if isinstance(opts.horizon, (int, float)):
+        return [float(opts.horizon)] * len(records), []
+    _, _, labels = condition_labels([flatten_config(r.config) for r in records], opts)
+    fixed = dict(opts.horizon) if isinstance(opts.horizon, (dict, tuple)) else {}
+    own = [planned_horizon(r.config) for r in records]
+    chosen = list(own)
+    messages = []
+    for label in sorted(set(labels)):
+        mine = [i for i, x in enumerate(labels) if x == label]
+        if label in fixed:
+            for i in mine:
+                chosen[i] = float(fixed[label])
+            continue
+        set_by = {_set_horizon(records[i].config) for i in mine} - {None}
+        if len(set_by) == 1:  # the condition's eval.horizon, for the runs launched before it too
+            for i in mine:
+                chosen[i] = next(iter(set_by))
+            continue
+        recorded = {own[i] for i in mine}
+        if len(recorded) > 1:
+            messages.append(_disagreement(label, [(records[i].run, own[i]) for i in mine]))
+    return chosen, messages
+
+
+def _disagreement(label: str, runs: list[tuple[str, float]]) -> str:
+    """The message for a condition whose runs record different horizons (each run read to its own)."""
+    by_h: dict[float, list[str]] = {}
+    for run, h in runs:
+        by_h.setdefault(h, []).append(run)
+    parts = [
+        f"{h:g} ({len(names)} run(s): {', '.join(sorted(names)[:4])}{', ...' if len(names) > 4 else ''})"
+        for h, names in sorted(by_h.items())
+    ]
+    return (
+        f"condition {label}: its runs record different horizons (eval.horizon, else train.max_responses): "
+        f"{'; '.join(parts)}; each run is read to its own (--horizon N reads every run to one; a run "
+        "continued past its horizon should record it in eval.horizon)"
+    )
+
+
+def horizon_messages(runs: pd.DataFrame) -> list[str]:
+    """Conditions whose runs ended at different points before the horizon (stopped at their targets, or
+    a smaller budget): their crossings are read from fewer evaluations than the other runs'."""
+    out = []
+    ended = runs[(runs["state"] == "completed") & ~runs["past_horizon"]]
+    for condition, group in ended.groupby("condition", sort=True):
+        unbounded = not np.isfinite(runs.loc[runs["condition"] == condition, "horizon"]).all()
+        if unbounded and group["final_responses"].nunique() > 1:
+            out.append(
+                f"condition {condition}: completed runs ended at different points "
+                f"({', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} responses) and no "
+                "horizon is set: how far a crossing can look ahead differs between runs (--horizon)"
+            )
+        elif not unbounded and len(group):
+            horizon = ", ".join(f"{h:g}" for h in sorted(set(group["horizon"])))
+            out.append(
+                f"condition {condition}: {len(group)} completed run(s) stopped before the horizon "
+                f"{horizon} (at {', '.join(f'{v:g}' for v in sorted(set(group['final_responses'])))} "
+                "responses: train.stop_at_targets or a smaller budget); their crossings are read from "
+                "fewer evaluations than the other runs' (--horizon sets a common one)"
+            )
+    return out
