@@ -30,8 +30,8 @@ import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -120,15 +120,10 @@ def prepare_gguf(path: str, cache_dir: Path | str, log=print) -> Path:
 
 @contextlib.contextmanager
 def _quiet_progress():
-    old = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"
-    try:
+    """Drop the tqdm bar transformers' GGUF reader draws on stderr (its own tqdm, not transformers'
+    switchable one); exceptions still propagate."""
+    with contextlib.redirect_stderr(io.StringIO()):
         yield
-    finally:
-        if old is None:
-            os.environ.pop("TQDM_DISABLE", None)
-        else:
-            os.environ["TQDM_DISABLE"] = old
 
 
 def convert_gguf(src: Path, out: Path) -> float:

@@ -333,6 +333,38 @@ def encode_prompt(tokenizer, text: str, prompt_format: str = "plain") -> list[in
     )
 
 
+def end_of_turn_id(tokenizer) -> int | None:
+    """The special token a chat template writes right after an assistant message (ChatML's
+    ``<|im_end|>``, Llama 3's ``<|eot_id|>``), read off the rendered template; ``None`` without one."""
+    marker = "rlvr-end-of-turn-probe"
+    try:
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "1"}, {"role": "assistant", "content": marker}], tokenize=False
+        )
+    except Exception:  # no template, or one that refuses this conversation
+        return None
+    pos = rendered.rfind(marker)
+    if not isinstance(rendered, str) or pos < 0:
+        return None
+    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    for i in tokenizer.encode(rendered[pos + len(marker) :], add_special_tokens=False):
+        if i in special:
+            return i
+    return None
+
+
+def stop_token_ids(tokenizer, generation_config=None, prompt_format: str = "plain") -> list[int]:
+    """The token ids that end a response, in every engine: the tokenizer's EOS, every id of the
+    checkpoint's ``generation_config.eos_token_id`` (an id or a list of ids), and with ``chat`` prompts
+    the template's end-of-turn token (:func:`end_of_turn_id`). The first is the tokenizer's EOS."""
+    ids = [tokenizer.eos_token_id]
+    eos = getattr(generation_config, "eos_token_id", None)
+    ids += list(eos) if isinstance(eos, (list, tuple)) else [eos]
+    if prompt_format == "chat":
+        ids.append(end_of_turn_id(tokenizer))
+    return list(dict.fromkeys(int(i) for i in ids if i is not None))
+
+
 def check_prompt_format(tokenizer, prompt_format: str, path: str) -> None:
     """Fail before any compute when ``chat`` is asked of a tokenizer without a chat template."""
     if prompt_format == "chat" and not getattr(tokenizer, "chat_template", None):
