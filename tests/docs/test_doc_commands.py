@@ -364,7 +364,9 @@ RULES: list[Rule] = [
         "real-model tests",
         _regex(
             r"^python -m pytest -m real_model tests/real_model$",
-            Coverage("ci", "make test", "the suite includes tests/real_model (make install installs the weights)"),
+            Coverage(
+                "ci", "make test", "the suite includes tests/real_model (make install installs the weights)"
+            ),
         ),
     ),
     (
