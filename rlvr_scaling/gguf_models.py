@@ -103,7 +103,7 @@ def cache_key(gguf: Path) -> str:
 
 def prepare_gguf(path: str, cache_dir: Path | str, log=print) -> Path:
     """The converted folder of ``model.path``'s GGUF file, converting it first when not cached."""
-    from .warm_start import file_lock
+    from .rundir import file_lock
 
     src = gguf_file(path)
     key = cache_key(src)
