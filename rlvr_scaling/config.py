@@ -326,6 +326,40 @@ def check_completion_room(cfg: Config) -> None:
         )
 
 
+# a chat answer needs room for a sentence and the end of turn ("58 + 26 = 84." is 9 tokens with SmolLM2's
+# tokenizer; below 16 new tokens most of its answers are cut: docs/real_model.md)
+CHAT_MIN_NEW_TOKENS = 16
+
+
+def check_chat_task(cfg: Config) -> None:
+    """A chat model (``model.prompt_format=chat``) gets a reasoning-gym task in its chat form, and a task
+    in chat form gets room for an answer sentence; checked before any model is loaded."""
+    task = cfg.task
+    if getattr(task, "kind", None) != "reasoning_gym":
+        return
+    if cfg.model.prompt_format == "chat" and task.prompt_format == "compact":
+        raise ConfigError(
+            "task.prompt_format=compact gives a chat model (model.prompt_format=chat) the bare expression "
+            "('47+8=') with no instruction and no answer format: use task.prompt_format=chat "
+            "task.verifier=answer (task=chain_sum_chat is chain_sum so)"
+        )
+    if cfg.model.prompt_format == "chat" and task.verifier == "exact":
+        raise ConfigError(
+            "task.verifier=exact wants the whole completion to be the number, but a chat model "
+            "(model.prompt_format=chat) answers in prose: use task.verifier=answer"
+        )
+    if task.prompt_format == "chat":
+        for key, have in (
+            ("rollout.max_new_tokens", cfg.rollout.max_new_tokens),
+            ("eval.max_new_tokens", cfg.eval.max_new_tokens),
+        ):
+            if have is not None and have < CHAT_MIN_NEW_TOKENS:
+                raise ConfigError(
+                    f"{key}={have} cuts most chat answers of task.prompt_format=chat (an answer sentence and "
+                    f"the end of turn): set {key} >= {CHAT_MIN_NEW_TOKENS}"
+                )
+
+
 def validate(cfg: Config) -> None:
     """Every rule composition cannot check, before any model is loaded. Raises ConfigError."""
     from .engines import ENGINE_NAMES
@@ -358,6 +392,7 @@ def validate(cfg: Config) -> None:
     except (ValueError, KeyError) as err:
         raise ConfigError(str(err).strip("'\"")) from None
     check_completion_room(cfg)
+    check_chat_task(cfg)
     for axis, registry, key in (
         ("baseline", baselines.BASELINES, "name"),
         ("lr", lr_rules.LR_RULES, "rule"),

@@ -4,7 +4,9 @@
 character-level tokenizer with ``tokenizers``, warm-starts it with a short supervised phase on the
 run's task (see :mod:`rlvr_scaling.warm_start`), and saves it as a normal Hugging Face model directory
 (safetensors + tokenizer files) in a cache keyed by everything that determines it. Any other value is
-a local model directory or a hub id, loaded with ``HF_HUB_OFFLINE`` honoured.
+a local model directory or a hub id, loaded with ``HF_HUB_OFFLINE`` honoured, or a GGUF file (a
+``.gguf`` path, or ``package:<distribution>`` for the file an installed package ships), converted once
+into the run cache (:mod:`rlvr_scaling.gguf_models`).
 
 **Precision** (``model.dtype``, ``model.master_weights``; :class:`Precision`). ``model.dtype`` is the
 dtype the forward passes compute in. For ``bfloat16`` the default is mixed precision with fp32 master
@@ -73,7 +75,9 @@ class WarmStartConfig:
 
 @dataclass
 class ModelConfig:
-    path: str = "embedded"  # 'embedded', a local HF model directory, or a hub id
+    # 'embedded', a local HF model directory, a hub id, a .gguf file or package:<distribution> (the GGUF
+    # file an installed distribution ships; both converted once into run.cache_dir: gguf_models.py)
+    path: str = "embedded"
     dtype: str = "float32"  # compute dtype of every forward pass: float32 | bfloat16 | float16
     # dtype != float32: keep fp32 master weights (parameters, gradients, their reduction and AdamW
     # states in fp32; forwards under autocast). false = parameters and optimizer states in `dtype`
@@ -114,6 +118,11 @@ class ModelConfig:
                 raise ConfigError(
                     f"{prefix}.warm_start.deficit_frac must be in [0, 1) (got {w.deficit_frac})"
                 )
+            return
+        from .gguf_models import check_gguf_source, is_gguf_source
+
+        if is_gguf_source(self.path):
+            check_gguf_source(self.path, prefix)
             return
         check_model_path(self.path, prefix)
 
@@ -322,6 +331,38 @@ def encode_prompt(tokenizer, text: str, prompt_format: str = "plain") -> list[in
     raise ConfigError(
         f"model.prompt_format must be one of {', '.join(PROMPT_FORMATS)} (got {prompt_format!r})"
     )
+
+
+def end_of_turn_id(tokenizer) -> int | None:
+    """The special token a chat template writes right after an assistant message (ChatML's
+    ``<|im_end|>``, Llama 3's ``<|eot_id|>``), read off the rendered template; ``None`` without one."""
+    marker = "rlvr-end-of-turn-probe"
+    try:
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "1"}, {"role": "assistant", "content": marker}], tokenize=False
+        )
+    except Exception:  # no template, or one that refuses this conversation
+        return None
+    pos = rendered.rfind(marker)
+    if not isinstance(rendered, str) or pos < 0:
+        return None
+    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    for i in tokenizer.encode(rendered[pos + len(marker) :], add_special_tokens=False):
+        if i in special:
+            return i
+    return None
+
+
+def stop_token_ids(tokenizer, generation_config=None, prompt_format: str = "plain") -> list[int]:
+    """The token ids that end a response, in every engine: the tokenizer's EOS, every id of the
+    checkpoint's ``generation_config.eos_token_id`` (an id or a list of ids), and with ``chat`` prompts
+    the template's end-of-turn token (:func:`end_of_turn_id`). The first is the tokenizer's EOS."""
+    ids = [tokenizer.eos_token_id]
+    eos = getattr(generation_config, "eos_token_id", None)
+    ids += list(eos) if isinstance(eos, (list, tuple)) else [eos]
+    if prompt_format == "chat":
+        ids.append(end_of_turn_id(tokenizer))
+    return list(dict.fromkeys(int(i) for i in ids if i is not None))
 
 
 def check_prompt_format(tokenizer, prompt_format: str, path: str) -> None:

@@ -198,6 +198,7 @@ def build_components(cfg: Config, log=print, dist_env=None) -> Components:
     from .distributed import DistEnv, local_device, wrap
     from .engines import resolve_engine
     from .engines.hf import ENGINES
+    from .gguf_models import is_gguf_source
     from .models import check_prompt_format, load_hf, precision_of
     from .tasks import build_task
 
@@ -211,6 +212,14 @@ def build_components(cfg: Config, log=print, dist_env=None) -> Components:
         model_dir = None
         if dist_env.is_main:
             model_dir = str(prepare_embedded(cfg.model, task, cfg.task, Path(cfg.run.cache_dir), log=log))
+        model_dir = dist_env.broadcast_object(model_dir)
+    elif is_gguf_source(cfg.model.path):
+        from .gguf_models import prepare_gguf
+
+        # rank 0 converts (or finds) the cached folder; the others then load it
+        model_dir = None
+        if dist_env.is_main:
+            model_dir = str(prepare_gguf(cfg.model.path, cfg.run.cache_dir, log=log))
         model_dir = dist_env.broadcast_object(model_dir)
     else:
         model_dir = cfg.model.path

@@ -11,6 +11,7 @@ in safetensors and everything else in JSON; nothing is unpickled when loading.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -395,3 +396,16 @@ def load_checkpoint(path: Path, model, optimizer, full_model=None, dist_env=None
         if cuda:
             torch.cuda.set_rng_state_all(cuda)
     return json.loads((path / "trainer.json").read_text())
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive ``flock`` on ``path`` (created) for the block: concurrent jobs that would build the
+    same cached artefact (a warm start, a converted model) wait for the first instead of building twice."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

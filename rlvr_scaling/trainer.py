@@ -83,6 +83,33 @@ class TrainerState:
     last_full_at: int = 0
 
 
+# From this size on, the start-up log says why the instruments that cost extra passes are off
+# (docs/real_model.md: their cost on SmolLM2-135M on CPU).
+LARGE_MODEL_PARAMETERS = 50_000_000
+
+
+def instruments_note(cfg, n_params: int) -> str | None:
+    """Why the costly scaling instruments are off on a large model (None when none is off, or the model
+    is small): the start-up log's answer to 'where are noise/... and curv/...?'."""
+    if n_params < LARGE_MODEL_PARAMETERS:
+        return None
+    off = []
+    if not cfg.noise.at_theta_old:
+        off.append(
+            "noise at theta_old (an extra forward and backward over the rollout, as dear as the K steps)"
+        )
+    if not cfg.noise.adam_noise:
+        off.append("Adam noise (rides on the noise at theta_old)")
+    if cfg.noise.curvature_every_rollouts == 0:
+        off.append("curvature (Hessian-vector products: a double backward through every layer, GBs of graph)")
+    if not off:
+        return None
+    return (
+        f"off at {n_params:,} parameters: {'; '.join(off)}; the minibatch estimator (noise/multistep_*) "
+        "stays on. noise.at_theta_old=true, noise.adam_noise=true, noise.curvature_every_rollouts=N measure them"
+    )
+
+
 class Trainer:
     def __init__(self, cfg: Config, derived: Derived, run_dir: Path, components, sinks=(), log=print):
         self.cfg, self.derived, self.run_dir = cfg, derived, run_dir
@@ -124,6 +151,8 @@ class Trainer:
             cfg, self.full_model, self.device, self.dist, derived.minibatch_responses, parallel.strategy
         )
         log(f"[instruments] {self.theta_old.describe()}")
+        if note := instruments_note(cfg, self.n_params):
+            log(f"[instruments] {note}")
         self.logprobs = LogprobPhase(
             cfg, self.full_model, self.ref_model, self.engine, self.device, self.dist, self.behaviour.module
         )

@@ -26,18 +26,17 @@ training it twice. Such a model depends on the CPU it was trained on (see above)
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .models import build_embedded_model, build_tokenizer, encode_prompt, save_hf_dir
+from .rundir import file_lock
 
 # Bump when the warm-start recipe's numerics change (data order, loss, optimizer, model init): it
 # invalidates the cache and the shipped asset (rebuild it with scripts/build_embedded_asset.py).
@@ -90,17 +89,6 @@ def blob_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
             out += blob_diff(old.get(key), new.get(key), f"{prefix}{key}.")
         return out
     return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} -> {new!r}"]
-
-
-@contextmanager
-def file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def shipped_dirs() -> list[Path]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from ..models import autocast_region, encode_prompt, kv_cache
+from ..models import autocast_region, encode_prompt, kv_cache, stop_token_ids
 from ..registry import Registry
 from .base import Engine, Generation, SamplingParams, draw_uniforms
 
@@ -73,6 +73,9 @@ class HFEngine(Engine):
         self.prompt_format = prompt_format
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        # models.stop_token_ids: EOS, generation_config's eos ids, the chat template's end of turn
+        generation_config = getattr(getattr(model, "module", model), "generation_config", None)
+        self.stop_ids = stop_token_ids(tokenizer, generation_config, prompt_format)
 
     def encode(self, prompts: list[str]) -> list[list[int]]:
         # models.encode_prompt: the one encoding every engine and the warm start use (model.prompt_format).
@@ -113,6 +116,7 @@ class HFEngine(Engine):
         comp_logp = torch.zeros((n, max_new), device=dev)
         comp_entropy = torch.zeros((n, max_new), device=dev)
         lengths = torch.zeros(n, dtype=torch.long, device=dev)
+        stops = torch.tensor(self.stop_ids, dtype=torch.long, device=dev)
         was_training = self.model.training
         self.model.eval()
         # Prefill each distinct prompt once (a GRPO group repeats its prompt G times), then give every
@@ -147,7 +151,7 @@ class HFEngine(Engine):
             comp_logp[active, t] = lp_tok
             comp_entropy[active, t] = ent
             lengths[active] += 1
-            alive = tok != self.eos_id
+            alive = ~torch.isin(tok, stops)
             if t == max_new - 1 or not alive.any():
                 break
             act_mask = torch.cat([act_mask, torch.ones_like(act_mask[:, :1])], dim=1)
@@ -174,11 +178,12 @@ class HFEngine(Engine):
             comp_entropy[:, :width],
         )
         comp_mask = torch.arange(width)[None, :] < lengths[:, None]
-        finished = (completion == self.eos_id).any(dim=1)
+        last = completion.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1)
+        finished = torch.isin(last, stops.cpu()) & (lengths > 0)
         texts = []
         for i in range(n):
             toks = completion[i, : int(lengths[i])].tolist()
-            if toks and toks[-1] == self.eos_id:
+            if finished[i]:
                 toks = toks[:-1]
             texts.append(self.tokenizer.decode(toks, skip_special_tokens=True))
         return Generation(

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import ConfigError
-from ..models import DTYPES, encode_prompt
+from ..models import DTYPES, encode_prompt, stop_token_ids
 from .base import Engine, Generation, SampleKeys, SamplingParams
 from .vllm_config import VLLMConfig
 from .vllm_worker import enable_amx
@@ -101,6 +101,7 @@ class VLLMEngine(Engine):
         self.torch_dtype = DTYPES[dtype]
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        self.stop_ids = stop_token_ids(tokenizer, _generation_config(model_dir), prompt_format)
         self.sync = SyncStats()
         self.meter = None  # accounting.FlopMeter: vLLM's forwards are invisible to its hooks
         self.in_process = settings.in_process
@@ -131,8 +132,8 @@ class VLLMEngine(Engine):
             gpu_memory_utilization=settings.gpu_memory_utilization,
             # log-probs of the sampled token after temperature (and top-p): the behaviour policy
             logprobs_mode="processed_logprobs",
-            # ignore the checkpoint's generation_config (sampling defaults, extra stop ids): the
-            # trainer's sampling parameters and the tokenizer's EOS are the only ones, as in the HF engine
+            # ignore the checkpoint's generation_config (sampling defaults): the trainer's sampling
+            # parameters and stop ids (models.stop_token_ids, given per request) as in the HF engine
             generation_config="vllm",
         )
         if settings.max_model_len is not None:
@@ -205,7 +206,7 @@ class VLLMEngine(Engine):
             top_p=1.0 if params.greedy else params.top_p,
             logprobs=0,  # the sampled token's log-prob only
             detokenize=False,  # texts are decoded below with the trainer's tokenizer, as in the HF engine
-            stop_token_ids=[self.eos_id],
+            stop_token_ids=list(self.stop_ids),
         )
         requests, sampling = [], []
         with _keep_global_rng():
@@ -272,7 +273,7 @@ class VLLMEngine(Engine):
                 completion_mask[r, lp : lp + len(c)] = True
                 behaviour[r, lp : lp + len(c)] = torch.tensor(lps, dtype=torch.float32)
             lengths[r] = len(c)
-            done = bool(c) and c[-1] == self.eos_id
+            done = bool(c) and c[-1] in self.stop_ids
             finished[r] = done
             texts.append(self.tokenizer.decode(c[:-1] if done else c, skip_special_tokens=True))
         return Generation(
@@ -366,6 +367,16 @@ def _vllm_platform_is_cpu() -> bool:
     from vllm.platforms import current_platform
 
     return bool(current_platform.is_cpu())
+
+
+def _generation_config(model_dir: str):
+    """The checkpoint's ``generation_config.json`` (its eos ids), or ``None`` without one."""
+    from transformers import GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model_dir)
+    except (OSError, ValueError):
+        return None
 
 
 def _check_cpu_head_dim(model_dir: str, trust_remote_code: bool) -> None:

@@ -18,6 +18,9 @@ Model answers (:func:`extract_final_answer`), first rule that applies:
 4. the last inline math span ``$...$``, ``$$...$$``, ``\\(...\\)`` or ``\\[...\\]``;
 5. the last number (``-3``, ``1,000``, ``2.5``, ``3/4``).
 Answers longer than :data:`MAX_ANSWER_CHARS` count as no answer (reward 0).
+
+Chat models' numeric answers (:func:`read_chat_answer`, ``task.verifier=answer`` of reasoning-gym tasks):
+the last ``\\boxed{}``, else an ``Answer:`` line, else the final number.
 """
 
 from __future__ import annotations
@@ -164,6 +167,31 @@ def extract_final_answer(completion: str) -> str | None:
     if not answer or len(answer) > MAX_ANSWER_CHARS:
         return None
     return answer
+
+
+_ANSWER_LINE = re.compile(r"\banswer\s*(?:is\b|:|=)[ \t]*([^\n]*)", re.IGNORECASE)
+
+
+def read_chat_answer(completion: str) -> str | None:
+    """A chat model's final number, read as its users read it, first rule that applies:
+
+    1. the last balanced ``\\boxed{...}``: the last number in it;
+    2. the last ``Answer:`` / ``answer is`` / ``answer =`` (any case): the first number after it on its line;
+    3. the last number of the completion (``58 + 26 = 84.`` -> ``84``).
+
+    A rule that applies but finds no number gives ``None`` (``Answer: unknown`` is no answer, whatever
+    numbers came before). Numbers as :func:`last_number` reads them (``-6``, ``1,000``, ``2.5``), a
+    Unicode minus taken as ``-``. Linear in the completion (its last ``MAX_COMPLETION_CHARS``).
+    """
+    text = completion[-MAX_COMPLETION_CHARS:].replace("\u2212", "-")
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return last_number(boxed)
+    lines = [m for m in _ANSWER_LINE.finditer(text)]
+    if lines:
+        first = _NUMBER.search(lines[-1].group(1))
+        return first.group(0).replace(",", "") if first else None
+    return last_number(text)
 
 
 def as_math(text: str) -> str:

@@ -24,6 +24,7 @@ MAX_NUMBER_CHARS = 256  # longer stripped completions score 0 without parsing
 DECIMAL_TOLERANCE = Fraction(1, 10**9)
 
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+_LOOSE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:/[0-9]+)?")  # a gold number chat_answer_reward compares
 
 
 def parse_strict_number(text: str) -> int | Fraction | None:
@@ -51,4 +52,22 @@ def exact_number_reward(completion: str, gold: str) -> float:
             return 1.0 if isinstance(answer, int) and answer == target else 0.0
         return 1.0 if abs(answer - target) <= DECIMAL_TOLERANCE * max(1, abs(target)) else 0.0
     except Exception:  # defensive: the contract is "never raises"
+        return 0.0
+
+
+def chat_answer_reward(completion: str, gold: str) -> float:
+    """1.0 if the number a chat model gives as its answer (:func:`~.answers.read_chat_answer`: the last
+    ``\\boxed{}``, else an ``Answer:`` line, else the final number) equals the number ``gold``, compared
+    as exact fractions (``84.0`` is ``84``; ``1,000`` is ``1000``). Never raises."""
+    from .answers import read_chat_answer
+
+    try:
+        if not isinstance(completion, str):
+            return 0.0
+        answer = read_chat_answer(completion)
+        target = gold.strip()
+        if answer is None or len(answer) > MAX_NUMBER_CHARS or not _LOOSE.fullmatch(target):
+            return 0.0
+        return 1.0 if Fraction(answer) == Fraction(target) else 0.0
+    except (ValueError, ZeroDivisionError):
         return 0.0

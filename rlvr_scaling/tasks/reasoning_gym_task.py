@@ -4,7 +4,12 @@ Prompts. ``compact`` rebuilds the problem from ``metadata["expression"]`` with w
 ``=`` appended (``47+8-3=``; gold completion ``52``): about 10x fewer tokens than the English template
 with a character tokenizer. It exists for the datasets in :data:`COMPACT_DATASETS`, whose expression is
 the whole problem; any other dataset falls back to ``native`` with a warning (``info()`` reports the
-format in effect). ``native`` is the dataset's question verbatim; its gold completion is ``" " + answer``.
+format in effect). ``native`` is the dataset's question verbatim; its gold completion is ``" " + answer``. ``chat`` is
+for chat models (``model.prompt_format=chat``): the problem as an instruction with the answer format
+asked for, ``Calculate 47 + 8 - 3. Give the final answer as 'Answer: <number>'.`` for the compact
+datasets (the expression with its spaces), the dataset's question followed by that sentence otherwise;
+its gold completion is ``Answer: 52``. The split (below) does not depend on the format: the same
+problems are held out whatever the prompts look like.
 
 Train / validation split. Every problem is assigned to a side by a seeded hash of its *problem key*
 (the compact expression where there is one, else the question): 1 in 8 keys belong to validation.
@@ -22,6 +27,9 @@ stripped completion, run in worker processes under ``timeout_s`` (some scorers c
 semantics vary by dataset; the default gives 1.0 for an exact match and *partial credit*
 len(gold)/len(answer) when the answer merely contains the gold (``"52 or 53"`` earns 0.25 for ``52``;
 basic_arithmetic and gcd use it); chain_sum compares numbers leniently (``+052.0`` is right).
+``answer`` (in-process, :func:`~rlvr_scaling.tasks.exact.chat_answer_reward`): a chat model's answer as
+its users read it (the last ``\\boxed{}``, else an ``Answer:`` line, else the final number) equal to
+the gold number; the one a ``chat`` prompt needs, whose answers are prose (``exact`` is refused with it).
 """
 
 from __future__ import annotations
@@ -36,14 +44,16 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .base import Example, Task, check, register_task
-from .exact import exact_number_reward, parse_strict_number
+from .exact import chat_answer_reward, exact_number_reward, parse_strict_number
 from .pool import PooledVerifier, VerifierPool
 
 log = logging.getLogger(__name__)
 
 COMPACT_DATASETS = frozenset({"chain_sum", "basic_arithmetic", "products", "decimal_chain_sum"})
-PROMPT_FORMATS = ("compact", "native")
-VERIFIERS = ("exact", "dataset")
+PROMPT_FORMATS = ("compact", "native", "chat")
+VERIFIERS = ("exact", "dataset", "answer")
+# what a chat prompt asks for (task.prompt_format=chat); task.verifier=answer reads it
+CHAT_ANSWER_FORMAT = "Give the final answer as 'Answer: <number>'."
 # Datasets that suit tiny models (named in the error for an unknown dataset).
 SUGGESTED_DATASETS = (
     "chain_sum",
@@ -78,8 +88,11 @@ class ReasoningGymTaskParams:
     seed: int = 0  # train stream seed; validation uses seed + 1_000_003
     train_size: int = 50_000  # training pool; train_example(i) wraps around at this size
     val_size: int = 256  # held-out problems
-    prompt_format: str = "compact"  # compact ("47+8-3=") | native (the dataset's question)
-    verifier: str = "exact"  # exact (strict number, in-process) | dataset (score_answer, partial credit)
+    # compact ("47+8-3=") | native (the dataset's question) | chat (an instruction with the answer format)
+    prompt_format: str = "compact"
+    # exact (strict number, in-process) | dataset (score_answer, partial credit) | answer (a chat model's
+    # final number: last \boxed{}, an "Answer:" line, the last number; in-process)
+    verifier: str = "exact"
     timeout_s: float = 2.0  # per-item time limit of verifier=dataset
     num_workers: int = 2  # verifier worker processes (verifier=dataset only)
 
@@ -94,6 +107,11 @@ class ReasoningGymTaskParams:
         check(
             self.verifier in VERIFIERS,
             f"{prefix}.verifier must be one of {', '.join(VERIFIERS)} (got {self.verifier!r})",
+        )
+        check(
+            not (self.prompt_format == "chat" and self.verifier == "exact"),
+            f"{prefix}.verifier=exact wants the whole completion to be the number, but "
+            f"{prefix}.prompt_format=chat asks a chat model, which answers in prose: use {prefix}.verifier=answer",
         )
         check(self.timeout_s > 0, f"{prefix}.timeout_s must be > 0 (got {self.timeout_s})")
         check(self.num_workers >= 1, f"{prefix}.num_workers must be >= 1 (got {self.num_workers})")
@@ -141,6 +159,7 @@ class ReasoningGymTask(PooledVerifier, Task):
         self._create = functools.partial(
             reasoning_gym.create_dataset, params.dataset, **dict(params.dataset_config)
         )
+        self.chat = params.prompt_format == "chat"
         self.compact = params.prompt_format == "compact" and params.dataset in COMPACT_DATASETS
         if params.prompt_format == "compact" and not self.compact:
             log.warning(
@@ -149,15 +168,15 @@ class ReasoningGymTask(PooledVerifier, Task):
                 params.dataset,
                 ", ".join(sorted(COMPACT_DATASETS)),
             )
-        self.prompt_format = "compact" if self.compact else "native"
+        self.prompt_format = "chat" if self.chat else "compact" if self.compact else "native"
         self._streams: dict[int, Any] = {0: self._create(seed=params.seed, size=params.train_size)}
         self._train_item = functools.lru_cache(maxsize=_CACHE_ITEMS)(self._make_train_item)
         self._val, self._val_entries = self._make_validation()
-        if params.verifier == "exact":
+        if params.verifier in ("exact", "answer"):
             for ex in self._val:
                 check(
                     parse_strict_number(ex.answer) is not None,
-                    f"task.verifier: 'exact' needs numeric answers, but reasoning-gym {params.dataset!r} "
+                    f"task.verifier: {params.verifier!r} needs numeric answers, but reasoning-gym {params.dataset!r} "
                     f"gave {ex.answer!r} for {ex.id}; use verifier=dataset",
                 )
         for i in range(min(params.train_size, 64)):  # surface generator problems now, not at step 500
@@ -176,9 +195,18 @@ class ReasoningGymTask(PooledVerifier, Task):
         return int.from_bytes(digest, "little") % VAL_BUCKETS == 0
 
     def _example(self, entry: dict, key: str, id_: str) -> Example:
-        prompt = key + "=" if self.compact else str(entry["question"])
+        if self.chat:
+            prompt = self._chat_prompt(entry)
+        else:
+            prompt = key + "=" if self.compact else str(entry["question"])
         answer = entry.get("answer")
         return Example(prompt=prompt, answer="" if answer is None else str(answer), id=id_)
+
+    def _chat_prompt(self, entry: dict) -> str:
+        expression = entry.get("metadata", {}).get("expression")
+        if self.params.dataset in COMPACT_DATASETS and isinstance(expression, str):
+            return f"Calculate {' '.join(expression.split())}. {CHAT_ANSWER_FORMAT}"
+        return f"{entry['question']}\n{CHAT_ANSWER_FORMAT}"
 
     def _stream(self, attempt: int) -> Any:
         if attempt not in self._streams:
@@ -246,6 +274,8 @@ class ReasoningGymTask(PooledVerifier, Task):
                 f"reasoning-gym {self.params.dataset!r} has no single reference answer for "
                 f"{example.id}; it cannot be used for a supervised warm start"
             )
+        if self.chat:
+            return f"Answer: {example.answer}"
         return example.answer if self.compact else " " + example.answer
 
     def score(self, completions: Sequence[str], examples: Sequence[Example]) -> list[float | None]:
@@ -253,6 +283,8 @@ class ReasoningGymTask(PooledVerifier, Task):
             raise ValueError(f"score: {len(completions)} completions for {len(examples)} examples")
         if self.params.verifier == "exact":
             return [exact_number_reward(c, e.answer) for c, e in zip(completions, examples)]
+        if self.params.verifier == "answer":
+            return [chat_answer_reward(c, e.answer) for c, e in zip(completions, examples)]
         try:
             return self._score_dataset(completions, examples)
         except Exception:  # a bug of ours must not crash the trainer: the batch is unscorable

