@@ -65,7 +65,8 @@ share their seed ids, and the report pairs them) the S − 1 of the seeds' contr
 ``B`` is responses times seconds per response at ``B`` (the pilot's ``wall_seconds`` clock, fitted as
 ``seconds per rollout = s0 + s1 B``, or ``--throughput B:rps`` points: :mod:`analysis.fits.which_b`), summed
 over runs (serial: divide by the runs you can run at once). GPU-hours are total responses divided by
-``--responses-per-second`` (the rate of one GPU on your hardware).
+``--responses-per-second`` (the rate of one GPU on your hardware). ``--throughput-from RUN_DIR`` replaces
+the wall-time model by a measured run's rate and adds its FLOPs on one H100 (:mod:`rlvr_study.price`).
 
 Assumptions: the log-normal line holds over the sizes (check the pilot's lack of fit), sigma does not
 depend on B, the seeds of a condition are independent, failures are not modelled (a run that fails

@@ -5,12 +5,15 @@ Examples::
     rlvr-plan runs/pilot --width 0.12 --responses-per-second 40    # from pilot runs (fits and clocks)
     rlvr-plan --sigma 0.21 --alpha 0.2 --prefactor 2000 --sizes 32 64 128 256 512 \\
         --budget 30000 --eval-every 256 --width 0.12                # from stated numbers
+    rlvr-plan ... --throughput-from runs/single/RUN                 # priced at a measured run's rate
 
 Prints, per condition and target, the seeds per size (``B:runs``), the planned median width of the 95 %
 interval, the cost (responses, serial wall hours, GPU-hours), the probability that a run at each size
 ends censored and the evaluation bracket near the median crossing; then the same for the difference of
-every pair of conditions. ``--out DIR`` writes ``plan.csv`` and ``plan_difference.csv``. The model and
-the allocation are in :mod:`rlvr_study.plan`.
+every pair of conditions. ``--throughput-from RUN_DIR`` prices the designs at a measured run's
+responses/s and FLOPs per response, and on one H100 at a stated MFU (:mod:`rlvr_study.price`).
+``--out DIR`` writes ``plan.csv`` and ``plan_difference.csv``. The model and the allocation are in
+:mod:`rlvr_study.plan`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_study.plan import Design, PilotCondition, Schedule, Truth, pilot_conditions, plan_design
+from rlvr_study.price import ASSUMED_MFU, H100_PEAK_FLOPS, MeasuredPrice, describe, price_columns, read_price
 
 
 def design_row(label: str, target: str, design: Design, rps: float | None, have=None) -> dict:
@@ -95,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--throughput", nargs="+", default=None, metavar="B:RPS", help="responses/s at B (your hardware)"
     )
     p.add_argument(
+        "--throughput-from", default=None, metavar="RUN_DIR",
+        help="price the designs at this run's measured responses/s and FLOPs per response",
+    )  # fmt: skip
+    p.add_argument("--peak-flops", type=float, default=H100_PEAK_FLOPS, help="H100 peak FLOP/s (dense BF16)")
+    p.add_argument("--mfu", type=float, default=ASSUMED_MFU, help="assumed model-FLOPs utilisation on it")
+    p.add_argument(
         "--b-factor",
         type=float,
         default=None,
@@ -134,6 +144,10 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--sigma must be > 0"
     if args.b_factor is not None and args.b_factor <= 1:
         return "--b-factor must be > 1"
+    if args.throughput_from is not None and (args.throughput or args.seconds_per_rollout):
+        return "--throughput-from gives the rate: leave out --throughput and --seconds-per-rollout"
+    if not 0 < args.mfu <= 1 or args.peak_flops <= 0:
+        return "--mfu must lie in (0, 1] and --peak-flops be > 0"
     if args.source is None:
         if args.sigma is None or args.alpha is None or not args.sizes:
             return "without pilot runs, --sigma, --alpha and --sizes are required"
@@ -270,12 +284,28 @@ def _difference_rows(args: argparse.Namespace, conds: list[PilotCondition]) -> l
     return rows
 
 
+def _priced(args: argparse.Namespace, price: MeasuredPrice | None, rows: list[dict]) -> list[dict]:
+    """``--throughput-from``: the rows with the measured price's cost columns (:mod:`rlvr_study.price`)."""
+    if price is not None:
+        for row in rows:
+            row.update(price_columns(row["responses"], price, args.peak_flops, args.mfu))
+    return rows
+
+
+def _hours(args: argparse.Namespace) -> list[str]:
+    """The cost columns printed: the measured price's (``--throughput-from``) or the planner's."""
+    if args.throughput_from is None:
+        return ["wall_hours_serial", "gpu_hours"]
+    gpu = ["gpu_hours"] if args.responses_per_second else []
+    return ["wall_hours_serial", "hours_no_eval", "h100_hours", *gpu]
+
+
 def _report(args: argparse.Namespace, rows: list[dict], diff_rows: list[dict]) -> None:
     """Print the two tables and the notes; ``--out``: write them as CSV."""
     plan = pd.DataFrame(rows)
     diff = pd.DataFrame(diff_rows)
     cols = ["condition", "target", "alpha", "sigma", "seeds_per_size", "n_runs", "planned_width"]
-    cols += ["responses", "wall_hours_serial", "gpu_hours", "p_censored", "resolution"]
+    cols += ["responses", *_hours(args), "p_censored", "resolution"]
     print(f"Seeds per size (B:runs) for a 95 % interval of alpha of width {args.width:g}:")
     _print_table(plan, cols + (["pilot_runs"] if "pilot_runs" in plan else []))
     if len(diff):
@@ -285,7 +315,7 @@ def _report(args: argparse.Namespace, rows: list[dict], diff_rows: list[dict]) -
             "conditions):"
         )
         _print_table(diff, ["condition", "target", "seeds_per_size", "n_runs", "planned_width", "responses",
-                            "wall_hours_serial", "gpu_hours"])  # fmt: skip
+                            *_hours(args)])  # fmt: skip
     for r in rows + diff_rows:
         if r["notes"]:
             print(f"note: {r['condition']} {r['target']}: {r['notes']}")
@@ -306,11 +336,17 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             raise ValueError(problem)
         throughput = parse_throughput(args.throughput) if args.throughput else None
+        price = read_price(args.throughput_from) if args.throughput_from is not None else None
         conds = _pilot(args, throughput) if args.source is not None else [_stated(args, throughput)]
     except ValueError as err:
         print(f"rlvr-plan: {err}", file=sys.stderr)
         return 2
-    _report(args, _condition_rows(args, conds), _difference_rows(args, conds))
+    if price is not None:
+        print("\n".join(describe(price, args.peak_flops, args.mfu)) + "\n")
+        for c in conds:
+            c.seconds_per_response = price.seconds_per_response
+    rows = _priced(args, price, _condition_rows(args, conds))
+    _report(args, rows, _priced(args, price, _difference_rows(args, conds)))
     return 0
 
 

@@ -704,6 +704,11 @@ def test_documented_cheap_commands_run(block, tmp_path, tmp_path_factory):
                 if not source.exists():
                     source = _synthetic_sweep(tmp_path_factory.getbasetemp())
                 rest = [str(source), *rest[1:]]
+            if "--throughput-from" in rest:
+                # a run of the synthetic sweep stands in for a measured run the block does not make
+                at = rest.index("--throughput-from") + 1
+                if not (scratch / rest[at]).is_dir():
+                    rest[at] = str(sorted(_synthetic_sweep(tmp_path_factory.getbasetemp()).glob("B*"))[0])
             argv = [sys.executable, "-m", "rlvr_study.plan_cli", *rest]
         elif prog == "rlvr-train":
             argv = ["rlvr-train", *argv[1:]]
