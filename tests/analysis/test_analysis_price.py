@@ -87,3 +87,27 @@ def test_the_measured_rate_replaces_a_stated_one(real_run, capsys):
     assert "leave out --throughput" in capsys.readouterr().err
     assert main([*STATED, "--throughput-from", str(real_run), "--mfu", "0"]) == 2
     assert "--mfu" in capsys.readouterr().err
+
+
+def test_the_measured_rate_replaces_a_pilots_wall_clock(real_run, tmp_path, capsys):
+    """With pilot runs, the measured run's rate prices every condition in place of the pilot's own
+    wall_seconds clock (0.5 + 0.01 B s per rollout in the synthetic runs)."""
+    from analysis.synthetic import SyntheticSpec, write_sweep
+
+    spec = SyntheticSpec(sizes=(32, 64, 128), seeds=3, gamma=None, b_noise=None, targets=(0.3,), seed=5)
+    write_sweep(tmp_path / "pilot", spec)
+    responses, wall, _, flops = _clocks(real_run)
+    out = tmp_path / "plan"
+    argv = [str(tmp_path / "pilot"), "--bootstrap", "20", "--width", "0.3", "--out", str(out)]
+    assert main([*argv, "--throughput-from", str(real_run)]) == 0
+    plan = pd.read_csv(out / "plan.csv")
+    assert len(plan) == 1
+    row = plan.iloc[0]
+    assert math.isclose(row["wall_hours_serial"], row["responses"] * wall / responses / 3600, rel_tol=1e-9)
+    assert math.isclose(
+        row["h100_hours"], row["responses"] * flops / responses / (H100_PEAK_FLOPS * ASSUMED_MFU) / 3600
+    )
+    assert main([*argv, "--out", str(tmp_path / "own")]) == 0  # the pilot's own clock gives another cost
+    own = pd.read_csv(tmp_path / "own" / "plan.csv").iloc[0]
+    assert own["responses"] == row["responses"] and "h100_hours" not in own
+    assert not math.isclose(own["wall_hours_serial"], row["wall_hours_serial"])
