@@ -41,6 +41,34 @@ def _num(v) -> float:
         return math.nan
 
 
+def print_measurements(rows: dict[str, list[dict]]) -> None:
+    """B_noise two ways, the within/between-prompt split and the curvature medians of the measured cycles."""
+    med = statistics.median
+    measured = [r for name in ("noise", "curvature") for r in rows[name]]
+
+    def scale(prefix: str) -> str:
+        tr = [_num(r.get(f"noise/{prefix}trace_cov")) for r in measured]
+        tr = [x for x in tr if math.isfinite(x)]
+        gs = [_num(r.get(f"noise/{prefix}grad_norm_sq")) for r in measured]
+        gs = [x for x in gs if math.isfinite(x)]
+        if not tr or not gs or not statistics.fmean(gs) > 0:
+            return "n/a"  # no measurement, or no learning signal in the measured rollouts
+        return (
+            f"mean tr Sigma {statistics.fmean(tr):.4g}, mean |G|^2 {statistics.fmean(gs):.4g}, "
+            f"B_noise {statistics.fmean(tr) / statistics.fmean(gs):.4g}"
+        )
+
+    print(f"  B_noise, K gradients at successive parameters (before): {scale('multistep_')}")
+    print(f"  B_noise, at theta_old (after):                          {scale('')}")
+    within = statistics.fmean(r["noise/trace_cov_within"] for r in measured)
+    between = statistics.fmean(r["noise/trace_cov_between"] for r in measured)
+    print(f"  tr Sigma within prompts {within:.4g}, between prompts {between:.4g}")
+    curv = rows["curvature"]
+    for key in ("curv/gHg", "curv/uHu", "curv/trace_hsigma", "curv/b_crit", "curv/top_eig"):
+        vals = [_num(r.get(key)) for r in curv if math.isfinite(_num(r.get(key)))]
+        print(f"  {key:<18} median {med(vals):.4g} over {len(vals)} rollouts" if vals else f"  {key}: n/a")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", type=int, default=32)
@@ -52,7 +80,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.compose import compose
     from rlvr_scaling.config import derive
     from rlvr_scaling.run import build_components
     from rlvr_scaling.trainer import Trainer
@@ -146,29 +174,7 @@ def main() -> None:
             f"  at the defaults (noise every {nd}, curvature every {cd}, drift every rollout): all instruments "
             f"{by_ratio:.3f} (whole-cycle ratios) / {by_timer:.3f} (in-cycle timers) of a cycle"
         )
-    measured = [r for name in ("noise", "curvature") for r in rows[name]]
-
-    def scale(prefix: str) -> str:
-        tr = [_num(r.get(f"noise/{prefix}trace_cov")) for r in measured]
-        tr = [x for x in tr if math.isfinite(x)]
-        gs = [_num(r.get(f"noise/{prefix}grad_norm_sq")) for r in measured]
-        gs = [x for x in gs if math.isfinite(x)]
-        if not tr or not gs:
-            return "n/a"
-        return (
-            f"mean tr Sigma {statistics.fmean(tr):.4g}, mean |G|^2 {statistics.fmean(gs):.4g}, "
-            f"B_noise {statistics.fmean(tr) / statistics.fmean(gs):.4g}"
-        )
-
-    print(f"  B_noise, K gradients at successive parameters (before): {scale('multistep_')}")
-    print(f"  B_noise, at theta_old (after):                          {scale('')}")
-    within = statistics.fmean(r["noise/trace_cov_within"] for r in measured)
-    between = statistics.fmean(r["noise/trace_cov_between"] for r in measured)
-    print(f"  tr Sigma within prompts {within:.4g}, between prompts {between:.4g}")
-    curv = rows["curvature"]
-    for key in ("curv/gHg", "curv/uHu", "curv/trace_hsigma", "curv/b_crit", "curv/top_eig"):
-        vals = [_num(r.get(key)) for r in curv if math.isfinite(_num(r.get(key)))]
-        print(f"  {key:<18} median {med(vals):.4g} over {len(vals)} rollouts" if vals else f"  {key}: n/a")
+    print_measurements(rows)
     print(f"ratio_noise={ratios['noise']:.3f} ratio_curvature={ratios['curvature']:.3f}")
 
 
