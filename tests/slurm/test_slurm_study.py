@@ -34,7 +34,8 @@ def warm_cache(tmp_path_factory):
 def test_a_study_round_is_one_job_array(slurm_cluster, warm_cache, tmp_path):
     """max_rounds 1, two conditions: the pilot's 8 runs (2 conditions x 2 seeds x 2 sizes; two
     cartesian multiruns, so two arrays, before rounds were one command) go out as one array of 8 tasks
-    through the local_cluster preset, all complete, and the study ends with the report over them."""
+    through the local_cluster preset, all complete, and the study ends (max_rounds, or triage where no
+    run reached a target) with the report over them."""
     study_file = write_study(
         tmp_path / "study.yaml",
         warm_cache,
@@ -49,7 +50,12 @@ def test_a_study_round_is_one_job_array(slurm_cluster, warm_cache, tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert proc.stdout.count("  rlvr-train -m ") == 1, "one command for the round"
     assert "slurm=local_cluster run.sweep=tiny hydra/sweeper=rlvr_list" in proc.stdout
-    assert "finished: max_rounds (1) reached" in proc.stdout
+    # 32 responses reach no target, so triage (rlvr_study/triage.py) may end the study before max_rounds
+    finished = [line for line in proc.stdout.splitlines() if line.startswith("study tiny finished: ")]
+    assert len(finished) == 1, proc.stdout[-4000:]
+    assert finished[0].endswith(
+        ("max_rounds (1) reached", "every requested width is met or not identifiable within its horizon")
+    ), finished[0]
     folder = tmp_path / "runs" / "tiny"
     run_dirs = sorted(p.parent for p in folder.glob("*/status.json"))
     assert len(run_dirs) == 8
