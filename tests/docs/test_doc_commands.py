@@ -315,6 +315,13 @@ RULES: list[Rule] = [
         "synthetic",
         _regex(r"^python -m analysis\.synthetic ", Coverage("run", "in the block's scratch directory")),
     ),
+    (
+        "pool",
+        _regex(
+            r"^python -m analysis\.data\.pool (pack|unpack) ",
+            Coverage("test", "tests/analysis/test_pool.py::test_a_pool_reads_back_as_the_same_runs"),
+        ),
+    ),
     ("benchmarks", _script_rule),
     (
         "local cluster",

@@ -1,0 +1,237 @@
+"""Held-out coverage on a pool of real runs: designs drawn from some seeds, truth from seeds they did not draw.
+
+    python benchmarks/calibration/pool_coverage.py --pool pool.tar.xz --draws 200 --design-seeds 5
+    python benchmarks/calibration/pool_coverage.py --runs runs/reference runs/reference-r1 --truth-seeds 0-9
+
+Synthetic generators lack what real runs have (plateaus, noise near a target, discrete rollouts, a
+horizon that censors), so an interval is checked on real runs too. The pool (``--pool``, a file of
+:mod:`analysis.data.pool`, or ``--runs`` folders) is split by seed, within every condition: the *truth*
+seeds (``--truth-seeds``, default the larger half of each condition's seeds) give the reference estimate
+— each target's α and the common α across targets (``analysis.fits.cross``) of every condition, and
+the slope of each against log10 of every numeric key with three or more values (``analysis.fits.trend``:
+the η_ref trend) — from all their runs; the *design* seeds are the rest. Each draw picks
+``--design-seeds`` of a condition's design seeds without replacement (the same seeds at every size: whole
+seed blocks, as a study runs them), fits them exactly as ``rlvr-analyze`` and ``rlvr-study`` do
+(``--bootstrap`` resamples, seed blocks), and records whether each interval holds the truth estimate.
+
+Because the truth is an estimate itself, a 95 % interval holds it less often than 95 % even when it is
+exact: with truth variance ``r`` times the design's, about ``P(|Z| < 1.96 / sqrt(1 + r))`` (89 % at
+r = 1/2, 92 % at r = 1/4). The table prints the truth's own interval width beside the designs' so the
+reader can judge; more truth seeds make the check sharper.
+
+Thinner evaluations (``--eval-problems K``, ``--eval-samples S``, ``--eval-every E``): every design run's
+evaluation rows are replaced by those the thinner evaluation would have logged, from its per-problem
+record (:func:`analysis.data.pool.thinned`; the same K problems in every run: common random numbers),
+while the truth keeps full evaluations. Runs without a record are left out of such designs (counted).
+
+Output: one row per condition and clock (``target:<a>``, ``common``, ``slope:<key>:<clock>``): the truth
+(point, interval width), the draws' coverage of the truth with its binomial 95 % interval, the designs'
+median width, the share of draws where the interval was not identified (counted as not covering), and
+the draws' mean point minus the truth; a clock the truth seeds did not identify has no coverage (blank).
+``--out`` writes the rows as CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from analysis.data.clock_tables import ClockOptions, build_tables  # noqa: E402
+from analysis.data.eval_records import problem_subset  # noqa: E402
+from analysis.data.load import load_source  # noqa: E402
+from analysis.data.pool import thinned, unpack  # noqa: E402
+from analysis.fits.cross import common_exponent_table  # noqa: E402
+from analysis.fits.exponents import fit_conditions  # noqa: E402
+from analysis.fits.trend import trend_table  # noqa: E402
+
+_STATE: dict = {}
+SUMMARY_COLUMNS = [
+    "condition", "clock", "truth", "truth_width", "draws", "coverage", "coverage_low", "coverage_high",
+    "median_width", "unidentified", "bias",
+]  # fmt: skip
+
+
+def parse_seeds(text: str) -> set[int]:
+    """``"0-9"``, ``"0,2,4"`` or ``"0-4,10-14"`` -> the seeds."""
+    out: set[int] = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def estimates(
+    records, options: ClockOptions, n_boot: int, seed: int = 0
+) -> dict[str, tuple[float, float, float]]:
+    """clock name -> (point, ci_low, ci_high) for every condition's target α, common α and trend slope;
+    the names are ``<condition>|target:<a>``, ``<condition>|common``, ``<series>|slope:<key>:<clock>``."""
+    tables = build_tables(records, options)
+    if tables.runs.empty:
+        return {}
+    exps, fits = fit_conditions(tables, n_boot=n_boot, seed=seed, joint_model=False)
+    common = common_exponent_table(tables, fits)
+    out = {}
+    for _, r in exps[exps["clock"].str.startswith("target:")].iterrows():
+        out[f"{r['condition']}|{r['clock']}"] = (r["exponent"], r["ci_low"], r["ci_high"])
+    for _, r in common.iterrows():
+        out[f"{r['condition']}|common"] = (r["exponent_common"], r["ci_low"], r["ci_high"])
+    trend = trend_table(exps, fits, common, tables.varying_keys, tables=tables, n_boot=n_boot, seed=seed)
+    for _, r in trend.iterrows():
+        if r["clock"] == "failure":
+            continue
+        out[f"{r['series']}|slope:{r['key']}:{r['clock']}"] = (r["slope"], r["slope_low"], r["slope_high"])
+    return out
+
+
+def _init(state: dict) -> None:
+    _STATE.update(state)
+
+
+def _one_draw(draw: int) -> dict[str, tuple[float, float, float]]:
+    s = _STATE
+    rng = np.random.default_rng([s["seed"], draw])
+    chosen = set()
+    for condition, seeds in s["design_seeds"].items():
+        for seed in rng.choice(sorted(seeds), size=min(s["k"], len(seeds)), replace=False):
+            chosen.add((condition, int(seed)))
+    records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
+    return estimates(records, s["options"], s["n_boot"], seed=draw)
+
+
+def _thin(records, args) -> tuple[list, int]:
+    if not (args.eval_problems or args.eval_samples or args.eval_every > 1):
+        return records, 0
+    kept, dropped = [], 0
+    for r in records:
+        from analysis.data.eval_records import read_eval_records
+
+        rec = read_eval_records(r.path)
+        problems = problem_subset(rec.problems, args.eval_problems) if rec and args.eval_problems else None
+        t = thinned(r, problems, args.eval_samples, args.eval_every) if rec else None
+        kept += [t] if t is not None else []
+        dropped += t is None
+    return kept, dropped
+
+
+def _binomial_ci(hits: int, n: int) -> tuple[float, float]:
+    from scipy.stats import beta
+
+    lo = beta.ppf(0.025, hits, n - hits + 1) if hits else 0.0
+    hi = beta.ppf(0.975, hits + 1, n - hits) if hits < n else 1.0
+    return float(lo), float(hi)
+
+
+def summarise(truth: dict, draws: list[dict]) -> pd.DataFrame:
+    rows = []
+    for name, (point, lo, hi) in sorted(truth.items()):
+        where, clock = name.split("|", 1)
+        got = [d.get(name) for d in draws]
+        if not np.isfinite(point):  # nothing to cover: the truth seeds did not identify it
+            rows.append({"condition": where, "clock": clock, "truth": point, "draws": len(got)})
+            continue
+        finite = [g for g in got if g is not None and np.isfinite(g[1]) and np.isfinite(g[2])]
+        hits = sum(g[1] <= point <= g[2] for g in finite)
+        n = len(got)
+        cov_lo, cov_hi = _binomial_ci(hits, n) if n else (math.nan, math.nan)
+        rows.append(
+            {
+                "condition": where,
+                "clock": clock,
+                "truth": point,
+                "truth_width": hi - lo,
+                "draws": n,
+                "coverage": hits / n if n else math.nan,
+                "coverage_low": cov_lo,
+                "coverage_high": cov_hi,
+                "median_width": float(np.median([g[2] - g[1] for g in finite])) if finite else math.inf,
+                "unidentified": 1 - len(finite) / n if n else math.nan,
+                "bias": float(np.mean([g[0] for g in finite]) - point) if finite else math.nan,
+            }
+        )
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def split(tables_runs: pd.DataFrame, truth_seeds: set[int] | None) -> tuple[dict, dict]:
+    """condition -> truth seeds, condition -> design seeds (seeds run at every size of the condition)."""
+    truth, design = {}, {}
+    for condition, g in tables_runs.groupby("condition"):
+        sizes = g.groupby("seed")["B"].nunique()
+        seeds = sorted(int(s) for s, n in sizes.items() if n == g["B"].nunique())
+        chosen = [s for s in seeds if s in truth_seeds] if truth_seeds else seeds[: (len(seeds) + 1) // 2]
+        truth[condition] = set(chosen)
+        design[condition] = set(seeds) - set(chosen)
+    return truth, design
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--pool", help="a pool file (python -m analysis.data.pool pack ...)")
+    src.add_argument("--runs", nargs="+", help="folders of run directories")
+    p.add_argument("--truth-seeds", default="", help="seeds of the truth, e.g. 0-9 (default: larger half)")
+    p.add_argument("--design-seeds", type=int, default=5, help="seeds per condition in each design")
+    p.add_argument("--draws", type=int, default=200)
+    p.add_argument("--bootstrap", type=int, default=500)
+    p.add_argument("--targets", type=float, nargs="*", default=None)
+    p.add_argument("--crossing", default="isotonic")
+    p.add_argument("--horizon", default="auto", help="auto (the runs' own) or responses")
+    p.add_argument("--eval-problems", type=int, default=0, help="thinner evaluation: problems (0: all)")
+    p.add_argument("--eval-samples", type=int, default=None, help="thinner evaluation: samples per problem")
+    p.add_argument("--eval-every", type=int, default=1, help="thinner evaluation: every E-th evaluation")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="CSV of the rows")
+    args = p.parse_args(argv)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = [str(unpack(args.pool, tmp))] if args.pool else args.runs
+        records = [r for f in folders for r in load_source(f).runs]
+        horizon = args.horizon if args.horizon == "auto" else float(args.horizon)
+        options = ClockOptions(
+            targets=tuple(args.targets) if args.targets else None, crossing=args.crossing, horizon=horizon
+        )
+        tables = build_tables(records, options)
+        truth_seeds, design_seeds = split(tables.runs, parse_seeds(args.truth_seeds))
+        key_of = {r["run"]: (r["condition"], int(r["seed"])) for _, r in tables.runs.iterrows()}
+        keys = [key_of.get(r.run) for r in records]
+        truth_records = [r for r, k in zip(records, keys) if k and k[1] in truth_seeds[k[0]]]
+        truth = estimates(truth_records, options, args.bootstrap)
+        design = [(r, k) for r, k in zip(records, keys) if k and k[1] in design_seeds[k[0]]]
+        thin, dropped = _thin([r for r, _ in design], args)
+        thin_keys = [key_of.get(r.run) for r in thin]
+        state = dict(
+            records=thin, keys=thin_keys, design_seeds=design_seeds, k=args.design_seeds,
+            options=options, n_boot=args.bootstrap, seed=args.seed,
+        )  # fmt: skip
+        for condition in sorted(truth_seeds):
+            print(
+                f"{condition}: truth seeds {sorted(truth_seeds[condition])}, "
+                f"design seeds {sorted(design_seeds[condition])} (draws take {args.design_seeds})"
+            )
+        if dropped:
+            print(
+                f"{dropped} design runs without a readable per-problem record left out of the thinner evaluation"
+            )
+        with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
+            draws = list(ex.map(_one_draw, range(args.draws)))
+    table = summarise(truth, draws)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    print(f"wall_s={time.time() - t0:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

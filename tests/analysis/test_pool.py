@@ -1,0 +1,117 @@
+"""A pool of runs (``analysis/data/pool.py``) and the held-out coverage on it
+(``benchmarks/calibration/pool_coverage.py``): real tiny runs packed and unpacked read back as the same
+runs, byte-identical packs, thinner evaluations replayed from the per-problem record; the calibration
+keeps truth and design seeds disjoint and covers a known exponent on synthetic runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.data.eval_records import problem_subset, read_eval_records, replay
+from analysis.data.load import load_source
+from analysis.data.pool import MANIFEST, POOL_FILES, pack, read_manifest, thinned, unpack
+from analysis.synthetic import SyntheticSpec, simulate, write_run_dirs
+from rlvr_scaling.run import train
+from tests.conftest import tiny_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"))
+import pool_coverage  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(cache_dir, tmp_path_factory):
+    """Two real tiny runs (seeds 0 and 1), evaluated every 16 responses with 2 samples per problem."""
+    root = tmp_path_factory.mktemp("pool_src") / "sweep"
+    for seed in (0, 1):
+        cfg = tiny_config(cache_dir, **{"train.max_responses": 64, "eval.every_responses": 16, "seed": seed})
+        cfg.eval.samples = 2
+        cfg.eval.targets = [0.3, 0.6]
+        train(cfg, root / f"seed={seed}", log=lambda *_: None)
+    return root
+
+
+def test_a_pool_reads_back_as_the_same_runs(tiny_runs, tmp_path):
+    out = tmp_path / "pool.tar.xz"
+    manifest = pack([tiny_runs], out, command="rlvr-train -m seed=0,1")
+    assert manifest["runs"] == ["runs/sweep/seed=0", "runs/sweep/seed=1"]
+    assert read_manifest(out)["command"] == "rlvr-train -m seed=0,1"
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+    assert names[0] == MANIFEST and all(n == MANIFEST or n.split("/")[-1] in POOL_FILES for n in names)
+    assert not any("checkpoints" in n for n in names) and (tiny_runs / "seed=0" / "checkpoints").is_dir()
+    before = {r.run.split("/")[-1]: r for r in load_source(str(tiny_runs)).runs}
+    after = {r.run.split("/")[-1]: r for r in load_source(str(unpack(out, tmp_path / "x"))).runs}
+    assert sorted(before) == sorted(after) == ["seed=0", "seed=1"]
+    for k in before:
+        assert after[k].rows == before[k].rows and after[k].config == before[k].config
+        assert after[k].status == before[k].status and after[k].summary == before[k].summary
+    again = tmp_path / "again.tar.xz"
+    pack([tiny_runs], again, command="rlvr-train -m seed=0,1")
+    assert again.read_bytes() == out.read_bytes(), "packing is deterministic"
+
+
+def test_bad_inputs_are_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no run directory"):
+        pack([tmp_path / "empty"], tmp_path / "p.tar.xz")
+    with tarfile.open(tmp_path / "plain.tar.xz", "w:xz") as tar:
+        tar.add(tmp_path / "empty", arcname="empty")
+    with pytest.raises(ValueError, match="not a pool"):
+        unpack(tmp_path / "plain.tar.xz", tmp_path / "out")
+
+
+def test_a_thinner_evaluation_is_the_replay_of_the_record(tiny_runs):
+    (record,) = [r for r in load_source(str(tiny_runs)).runs if r.run.endswith("seed=0")]
+    evals = [row for row in record.rows if "eval/accuracy" in row]
+    assert len(evals) >= 4
+    same = thinned(record)
+    assert [r for r in same.rows if "eval/accuracy" in r] == evals
+    rec = read_eval_records(record.path)
+    subset = problem_subset(rec.problems, 5, seed=3)
+    thin = thinned(record, subset, samples=1, every=2)
+    got = [r for r in thin.rows if "eval/accuracy" in r]
+    kept = sorted(set(range(0, len(evals), 2)) | {len(evals) - 1})
+    assert [r["responses"] for r in got] == [evals[i]["responses"] for i in kept]
+    want = replay(rec, subset, samples=1)["accuracy"].to_numpy()[kept]
+    np.testing.assert_allclose([r["eval/accuracy"] for r in got], want)
+    assert all(r["eval/responses"] == 5 for r in got)
+    training = [r for r in record.rows if "eval/accuracy" not in r]
+    assert [r for r in thin.rows if "eval/accuracy" not in r] == training
+    # a record that does not match the run's evaluation rows is refused, not misread
+    one_less = [r for r in record.rows if r is not evals[1]]
+    moved = [{**r, "responses": r["responses"] + 1} if r is evals[1] else r for r in record.rows]
+    for rows in (one_less, moved):
+        assert thinned(dataclasses.replace(record, rows=rows)) is None
+
+
+def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_path):
+    spec = SyntheticSpec(alpha=0.3, gamma=None, sizes=(32, 64, 128, 256), seeds=8, targets=(0.3, 0.5), seed=5)
+    write_run_dirs(simulate(spec), tmp_path / "runs")
+    pool = tmp_path / "pool.tar.xz"
+    pack([tmp_path / "runs"], pool)
+    out = tmp_path / "coverage.csv"
+    argv = ["--pool", str(pool), "--draws", "6", "--bootstrap", "200", "--jobs", "1", "--design-seeds", "3"]
+    assert (
+        pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--out", str(out)]) == 0
+    )
+    table = pd.read_csv(out)
+    assert set(table["clock"]) == {"target:0.3", "target:0.5", "common"}
+    assert (table["draws"] == 6).all() and table["coverage"].between(0, 1).all()
+    common = table.set_index("clock").loc["common"]
+    # the truth (4 seeds) is near the generating exponent, and the designs' intervals are wider than its
+    assert abs(common["truth"] - 0.3) < common["truth_width"]
+    assert common["median_width"] > common["truth_width"] * 0.8
+    runs = pd.DataFrame(
+        {"condition": "c", "seed": [s for s in range(8) for _ in range(4)], "B": [32, 64, 128, 256] * 8}
+    )
+    truth, design = pool_coverage.split(runs.iloc[:-1], set())  # seed 7 lacks B = 256: in neither half
+    assert truth["c"] == {0, 1, 2, 3} and design["c"] == {4, 5, 6} and not truth["c"] & design["c"]
+    assert json.loads(json.dumps(pool_coverage.parse_seeds("0-2,5"), default=sorted)) == [0, 1, 2, 5]
