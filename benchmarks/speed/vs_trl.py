@@ -43,7 +43,8 @@ Cases (each starts from fresh copies of the model on both sides):
 
 Output: per case a table of responses/s (min / median / max), completion tokens/s (median), the per-pair
 ratio ours/TRL, mean completion lengths, the fraction of completions ending at EOS, zero-advantage group
-fractions, and our phase breakdown from our metrics rows. The last line is ``ratio=<min over the cases of
+fractions, our phase breakdown from our metrics rows, and TRL's (generation, scoring with its
+old-log-prob pass, training) from timers around two of its methods. The last line is ``ratio=<min over the cases of
 the median per-pair ratio>`` (the conservative one).
 
 TRL is a benchmark-only optional dependency (``pip install trl==1.16.0``), never a runtime one.
@@ -317,6 +318,29 @@ class TrlSide:
             train_dataset=dataset,
             processing_class=tokenizer,
         )
+        # TRL's phases, timed around two of its own methods (what they do is unchanged): the generation
+        # (``_generate``: sampling and decoding) inside ``_generate_and_score_completions`` (that, plus
+        # rewards, advantages, its old-log-prob pass and its metrics); the rest of a block is its K steps.
+        self.timers = {"generate": 0.0, "generate_and_score": 0.0}
+        for name in self.timers:
+            setattr(self.trainer, f"_{name}", self._timed(name, getattr(self.trainer, f"_{name}")))
+
+    def _timed(self, name: str, method):
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.timers[name] += time.perf_counter() - t
+
+        return timed
+
+    def take_phases(self, wall: float) -> dict[str, float]:
+        """TRL's phases (seconds) since the last call: generate, score (rewards, advantages, the old-log-prob
+        pass, metrics) and train (the K steps and the per-step overhead: the rest of the block)."""
+        gen, both = self.timers["generate"], self.timers["generate_and_score"]
+        self.timers = dict.fromkeys(self.timers, 0.0)
+        return {"generate": gen, "score": both - gen, "train": wall - both}
 
     def as_prompt(self, text: str):
         return [{"role": "user", "content": text}] if self.chat else text
@@ -352,7 +376,8 @@ def make_callback(trl: TrlSide, steps_per_block: int, between_blocks):
                     f"TRL block {len(self.blocks)}: expected one generation of {trl.per_block} completions, "
                     f"got reward calls {[c['n'] for c in new]}"
                 )
-            self.blocks.append({"wall_s": wall, "rps": trl.per_block / wall, **new[0]})
+            phases = trl.take_phases(wall)
+            self.blocks.append({"wall_s": wall, "rps": trl.per_block / wall, "phases": phases, **new[0]})
             between_blocks(len(self.blocks) - 1)
             self.t0 = time.perf_counter()  # the next block starts after our cycle
 
@@ -423,6 +448,17 @@ def run_case(case: str, args, log=print) -> float:
     log(f"   1-min load during pairs: {', '.join(f'{x:.2f}' for x in loads[w:])}")
     ratio = report_sides(our_c, trl_b, trl.per_block, forced, log)
     report_phases(our_c, log)
+    trl_phases = {k: [b["phases"][k] for b in trl_b] for k in trl_b[0]["phases"]}
+    t_mean = statistics.fmean(b["wall_s"] for b in trl_b)
+    log(
+        f"   TRL's phases (s per cycle, median; share of its mean cycle {t_mean:.3f} s): "
+        + ", ".join(
+            f"{k} {statistics.median(v):.3f} ({100 * statistics.fmean(v) / t_mean:.1f} %)"
+            for k, v in trl_phases.items()
+        )
+        + f"; generation {statistics.median(b['tokens'] / b['phases']['generate'] for b in trl_b):.1f} "
+        "completion tokens/s"
+    )
     if forced:
         o_len = statistics.fmean(o.row["train/completion_length"] for o in our_c)
         t_len = statistics.fmean(b["length"] for b in trl_b)
