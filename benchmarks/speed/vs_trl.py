@@ -321,7 +321,7 @@ class TrlSide:
         # TRL's phases, timed around two of its own methods (what they do is unchanged): the generation
         # (``_generate``: sampling and decoding) inside ``_generate_and_score_completions`` (that, plus
         # rewards, advantages, its old-log-prob pass and its metrics); the rest of a block is its K steps.
-        self.timers = {"generate": 0.0, "generate_and_score": 0.0}
+        self.timers = {"generate": 0.0, "generate_and_score_completions": 0.0}
         for name in self.timers:
             setattr(self.trainer, f"_{name}", self._timed(name, getattr(self.trainer, f"_{name}")))
 
@@ -338,7 +338,7 @@ class TrlSide:
     def take_phases(self, wall: float) -> dict[str, float]:
         """TRL's phases (seconds) since the last call: generate, score (rewards, advantages, the old-log-prob
         pass, metrics) and train (the K steps and the per-step overhead: the rest of the block)."""
-        gen, both = self.timers["generate"], self.timers["generate_and_score"]
+        gen, both = self.timers["generate"], self.timers["generate_and_score_completions"]
         self.timers = dict.fromkeys(self.timers, 0.0)
         return {"generate": gen, "score": both - gen, "train": wall - both}
 
