@@ -1,36 +1,51 @@
 """Side-by-side speed of our rollout cycle and Hugging Face TRL's GRPOTrainer on the same machine.
 
     python benchmarks/speed/vs_trl.py [--cycles 5] [--warmup 1] [--threads 2] [--cases forced16,eos]
+    python benchmarks/speed/vs_trl.py --model smollm2_135m [--engine hf|vllm] [--cycles 4]
 
-Reference cycle (the issue's): the embedded tiny Llama, warm-started for the default task (the model
-``rlvr-train`` would use), B = 256 responses = 32 prompts x G = 8, K = 8 optimizer steps on
-minibatches of 32, at most 16 new tokens, temperature 1, no KL term, ``--threads`` torch threads.
+Reference cycle (the issue's, ``--model tiny``, the default): the embedded tiny Llama, warm-started for
+the default task (the model ``rlvr-train`` would use), B = 256 responses = 32 prompts x G = 8, K = 8
+optimizer steps on minibatches of 32, at most 16 new tokens, temperature 1, no KL term, ``--threads``
+torch threads.
+
+``--model smollm2_135m``: the preset's own recipe (``model=smollm2_135m``, docs/real_model.md):
+SmolLM2-135M-Instruct in fp32, B = 16 = 4 prompts x G = 4, K = 2 steps on minibatches of 8, at most 32
+new tokens, T = 0.5, eta = 5e-6, chat prompts of task chain_sum read by the chat answer reader; case
+``eos`` only (completions end at ``<|im_end|>``, the tokenizer's EOS, on both sides). TRL gets the
+prompts as one-message conversations and renders them with the same chat template; the script checks
+that TRL's own prompt tokenization (``GRPOTrainer._tokenize_prompts``) gives exactly our engine's ids.
+``--engine vllm`` generates our side with the vLLM engine (``rollout.engine=vllm
+rollout.vllm.max_num_seqs=32``; needs vLLM installed, e.g. the CPU build); TRL generates with
+transformers' ``generate`` either way.
 
 Both sides run in this one process, on their own copy of the same model directory, alternating:
-TRL trains for (warmup + cycles) x 8 steps (it generates once every 8 steps), and at the end of each
-8-step block a TrainerCallback runs one of our cycles (``Trainer._rollout()``), so TRL block i and our
+TRL trains for (warmup + cycles) x K steps (it generates once every K steps), and at the end of each
+K-step block a TrainerCallback runs one of our cycles (``Trainer._rollout()``), so TRL block i and our
 cycle i are adjacent in time and see the same machine load; the ratio is taken per pair.
 
 * Our cycle: wall time of ``Trainer._rollout()`` (generate, reward, advantages, old log-probs, K steps,
-  clocks, logging; no evaluation, no checkpoint).
+  weight sync, drift pass, clocks, logging; no evaluation, no checkpoint).
 * TRL cycle: wall time from the end of the previous block (or of our cycle run after it) to
-  ``on_step_end`` of the 8th step: one generation of 32 x 8 completions, reward, TRL's old-log-prob
-  pass, 8 optimizer steps and all of TRL's per-step overhead (dataloader, metrics).  The callback
-  checks that every block holds exactly one reward call with 256 completions.
+  ``on_step_end`` of the K-th step: one generation of B completions, reward, TRL's old-log-prob
+  pass, K optimizer steps and all of TRL's per-step overhead (dataloader, metrics).  The callback
+  checks that every block holds exactly one reward call with B completions.
 
-Cases (each starts from fresh copies of the warm-started model on both sides):
+Cases (each starts from fresh copies of the model on both sides):
 
-* ``forced16``: every completion runs 16 tokens. EOS can never be sampled on either side: TRL gets
-  ``generation_kwargs={"min_new_tokens": 16}`` (transformers' MinNewTokensLengthLogitsProcessor sets
-  the EOS logit to -inf for the first 16 tokens); ours gets the same -inf on the EOS logit from a
-  forward hook on ``lm_head`` that is installed only while the engine samples (training and
-  old-log-prob forwards see the unmodified model), plus ``engine.eos_id = -1`` as a backstop.
-  Verified: mean completion length 16.0 and zero EOS tokens among completion tokens, on both sides.
-* ``eos``: completions stop at EOS as in a real run (~3-5 tokens for the warm-started model).
+* ``forced16`` (tiny model, HF engine): every completion runs 16 tokens. EOS can never be sampled on
+  either side: TRL gets ``generation_kwargs={"min_new_tokens": 16}`` (transformers'
+  MinNewTokensLengthLogitsProcessor sets the EOS logit to -inf for the first 16 tokens); ours gets the
+  same -inf on the EOS logit from a forward hook on ``lm_head`` that is installed only while the engine
+  samples (training and old-log-prob forwards see the unmodified model), plus ``engine.eos_id = -1`` as
+  a backstop. Verified: mean completion length 16.0 and zero EOS tokens among completion tokens, on
+  both sides.
+* ``eos``: completions stop at EOS as in a real run (~3-5 tokens for the warm-started tiny model).
 
-Output: per case a table of responses/s (min / median / max), the per-pair ratio ours/TRL, mean
-completion lengths, zero-advantage group fractions, and our phase breakdown from our metrics rows.
-The last line is ``ratio=<min over the cases of the median per-pair ratio>`` (the conservative one).
+Output: per case a table of responses/s (min / median / max), completion tokens/s (median), the per-pair
+ratio ours/TRL, mean completion lengths, the fraction of completions ending at EOS, zero-advantage group
+fractions, our phase breakdown from our metrics rows, and TRL's (generation, scoring with its
+old-log-prob pass, training) from timers around two of its methods. The last line is ``ratio=<min over the cases of
+the median per-pair ratio>`` (the conservative one).
 
 TRL is a benchmark-only optional dependency (``pip install trl==1.16.0``), never a runtime one.
 """
@@ -56,8 +71,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks._common import REPO, trl_grpo_arguments  # noqa: E402
 
-# The reference cycle of the issue.
+# The reference cycle of the issue (--model tiny).
 REFERENCE = {"prompts": 32, "group": 8, "steps": 8, "max_new_tokens": 16}
+
+# --model: our side's overrides (TRL takes the same shape, sampling and optimizer settings from the composed
+# config) and the cases each model runs. smollm2_135m is the preset's recipe as composed, nothing changed.
+MODELS = {
+    "tiny": {
+        "overrides": [
+            f"rollout.prompts_per_rollout={REFERENCE['prompts']}",
+            f"rollout.group_size={REFERENCE['group']}",
+            f"optim.steps_per_rollout={REFERENCE['steps']}",
+            f"rollout.max_new_tokens={REFERENCE['max_new_tokens']}",
+        ],
+        "cases": ("forced16", "eos"),
+    },
+    "smollm2_135m": {"overrides": ["model=smollm2_135m"], "cases": ("eos",)},
+}
+# --engine: our side's generation engine. vLLM's default max_num_seqs chunks SmolLM2's prefill, which its
+# CPU sampler refuses for seeded requests (docs/real_model.md, "Known problem").
+ENGINES = {
+    "hf": [],
+    "vllm": ["rollout.engine=vllm"],
+}
+ENGINE_MODEL_OVERRIDES = {("vllm", "smollm2_135m"): ["rollout.vllm.max_num_seqs=32"]}
 
 
 def load_text() -> str:
@@ -97,19 +134,21 @@ def source_text() -> str:
 
 def compose_config(prompts: int, group: int, steps: int, max_new_tokens: int, extra=()):
     """The default Hydra config as ``rlvr-train`` composes it, with the cycle's overrides."""
-    from rlvr_scaling.cli.compose import compose
-    from rlvr_scaling.config import derive
-
-    overrides = [
+    shape = [
         f"rollout.prompts_per_rollout={prompts}",
         f"rollout.group_size={group}",
         f"optim.steps_per_rollout={steps}",
         f"rollout.max_new_tokens={max_new_tokens}",
-        "eval.every_responses=100000000",
-        "run.progress=false",
-        *extra,
     ]
-    cfg = compose(overrides)
+    return compose_overrides(shape, extra)
+
+
+def compose_overrides(base, extra=()):
+    """The Hydra config as ``rlvr-train`` composes it: ``base``, evaluation out of reach, then ``extra``."""
+    from rlvr_scaling.cli.compose import compose
+    from rlvr_scaling.config import derive
+
+    cfg = compose([*base, "eval.every_responses=100000000", "run.progress=false", *extra])
     return cfg, derive(cfg)
 
 
@@ -212,9 +251,11 @@ class TrlSide:
         self.eos = tokenizer.eos_token_id
         n_examples = max(4096, n_blocks * derived.prompts_per_rollout)
         self.examples = [self.task.train_example(i) for i in range(n_examples)]
-        dataset = Dataset.from_dict(
-            {"prompt": [e.prompt for e in self.examples], "idx": list(range(n_examples))}
-        )
+        # chat models (model.prompt_format=chat): one user message, rendered by TRL through the tokenizer's
+        # chat template with the assistant turn opened, as our engines render it (models.encode_prompt)
+        self.chat = cfg.model.prompt_format == "chat"
+        prompts = [self.as_prompt(e.prompt) for e in self.examples]
+        dataset = Dataset.from_dict({"prompt": prompts, "idx": list(range(n_examples))})
         gen_kwargs = {"min_new_tokens": cfg.rollout.max_new_tokens} if forced else None
         args = GRPOConfig(
             output_dir=str(out_dir),
@@ -246,13 +287,13 @@ class TrlSide:
 
         def task_reward(prompts, completions, completion_ids, idx, **_):
             examples = [self.examples[i] for i in idx]
-            assert all(e.prompt == p for e, p in zip(examples, prompts)), "prompt/example mismatch"
+            assert all(self.as_prompt(e.prompt) == p for e, p in zip(examples, prompts)), "prompt mismatch"
+            if self.chat:  # conversational completions: [{"role": "assistant", "content": text}]
+                completions = [c[-1]["content"] for c in completions]
             rewards = self.task.score(completions, examples)
             vals = [math.nan if r is None else float(r) for r in rewards]
             groups = [vals[s : s + self.group] for s in range(0, len(vals), self.group)]
-            same_prompt = all(
-                len(set(prompts[s : s + self.group])) == 1 for s in range(0, len(prompts), self.group)
-            )
+            same_prompt = all(len(set(idx[s : s + self.group])) == 1 for s in range(0, len(idx), self.group))
             zero = sum(1 for g in groups if max(g) - min(g) < 1e-12) if same_prompt else math.nan
             self.calls.append(
                 {
@@ -261,6 +302,8 @@ class TrlSide:
                     "eos_in_completions": sum(c.count(self.eos) for c in completion_ids)
                     if forced
                     else sum(1 for c in completion_ids if c and c[-1] == self.eos),
+                    "tokens": sum(len(c) for c in completion_ids),
+                    "eos_frac": statistics.fmean(bool(c) and c[-1] == self.eos for c in completion_ids),
                     "zero_group_frac": zero / len(groups) if groups else math.nan,
                     "reward_mean": statistics.fmean(v for v in vals if v == v) if vals else math.nan,
                 }
@@ -275,6 +318,38 @@ class TrlSide:
             train_dataset=dataset,
             processing_class=tokenizer,
         )
+        # TRL's phases, timed around two of its own methods (what they do is unchanged): the generation
+        # (``_generate``: sampling and decoding) inside ``_generate_and_score_completions`` (that, plus
+        # rewards, advantages, its old-log-prob pass and its metrics); the rest of a block is its K steps.
+        self.timers = {"generate": 0.0, "generate_and_score_completions": 0.0}
+        for name in self.timers:
+            setattr(self.trainer, f"_{name}", self._timed(name, getattr(self.trainer, f"_{name}")))
+
+    def _timed(self, name: str, method):
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.timers[name] += time.perf_counter() - t
+
+        return timed
+
+    def take_phases(self, wall: float) -> dict[str, float]:
+        """TRL's phases (seconds) since the last call: generate, score (rewards, advantages, the old-log-prob
+        pass, metrics) and train (the K steps and the per-step overhead: the rest of the block)."""
+        gen, both = self.timers["generate"], self.timers["generate_and_score_completions"]
+        self.timers = dict.fromkeys(self.timers, 0.0)
+        return {"generate": gen, "score": both - gen, "train": wall - both}
+
+    def as_prompt(self, text: str):
+        return [{"role": "user", "content": text}] if self.chat else text
+
+    def prompt_ids(self, texts: list[str]) -> list[list[int]]:
+        """TRL's own prompt token ids: its tokenizer call for plain prompts (``add_special_tokens=True``),
+        the chat template for conversations, through ``GRPOTrainer._tokenize_prompts`` (TRL 1.16.0)."""
+        ids = self.trainer._tokenize_prompts([self.as_prompt(t) for t in texts])[0]
+        return [list(x) for x in ids]
 
 
 def make_callback(trl: TrlSide, steps_per_block: int, between_blocks):
@@ -301,7 +376,8 @@ def make_callback(trl: TrlSide, steps_per_block: int, between_blocks):
                     f"TRL block {len(self.blocks)}: expected one generation of {trl.per_block} completions, "
                     f"got reward calls {[c['n'] for c in new]}"
                 )
-            self.blocks.append({"wall_s": wall, "rps": trl.per_block / wall, **new[0]})
+            phases = trl.take_phases(wall)
+            self.blocks.append({"wall_s": wall, "rps": trl.per_block / wall, "phases": phases, **new[0]})
             between_blocks(len(self.blocks) - 1)
             self.t0 = time.perf_counter()  # the next block starts after our cycle
 
@@ -317,27 +393,33 @@ def stats(xs: list[float]) -> tuple[float, float, float]:
 
 def run_case(case: str, args, log=print) -> float:
     forced = case == "forced16"
-    cfg, d = compose_config(
-        REFERENCE["prompts"],
-        REFERENCE["group"],
-        REFERENCE["steps"],
-        REFERENCE["max_new_tokens"],
+    cfg, d = compose_overrides(
+        MODELS[args.model]["overrides"],
         # forced: the engine samples from an EOS-banned distribution, so its recorded log-probs are not
         # the model's; pi_old is recomputed from the unmodified model, as TRL does
-        [*(["optim.old_logprobs=recompute"] if forced else []), *args.override],
+        [
+            *ENGINES[args.engine],
+            *ENGINE_MODEL_OVERRIDES.get((args.engine, args.model), []),
+            *(["optim.old_logprobs=recompute"] if forced else []),
+            *args.override,
+        ],
     )
     torch.manual_seed(cfg.seed)
-    log(f"\n[{case}] preparing both sides (the warm-started model is built on first use: minutes)")
+    log(
+        f"\n[{case}] preparing both sides (a warm start or a model conversion is built on first use: minutes)"
+    )
     ours = OursCycle(cfg, d, forced)
     n_blocks = args.warmup + args.cycles
     trl = TrlSide(cfg, d, ours.components.model_dir, forced, n_blocks, Path(tempfile.mkdtemp(prefix="trl_")))
-    # Same prompt token ids on both sides (our tokenizer adds a BOS through its post-processor; TRL calls
-    # the tokenizer with its default add_special_tokens=True).
+    # Same prompt token ids on both sides (plain prompts: our tokenizer adds a BOS through its
+    # post-processor, TRL calls the tokenizer with add_special_tokens=True; chat prompts: the same template).
     sample = [e.prompt for e in trl.examples[:64]]
-    trl_ids = trl.tokenizer(text=sample)["input_ids"]
-    our_ids = ours.trainer.engine.encode(sample)
-    if [list(x) for x in trl_ids] != [list(x) for x in our_ids]:
+    if trl.prompt_ids(sample) != [list(x) for x in ours.trainer.engine.encode(sample)]:
         raise RuntimeError("TRL and our engine tokenize the prompts differently")
+    # Same stop tokens: ours (models.stop_token_ids) and TRL's generation config's eos ids
+    stops, trl_stops = set(ours.trainer.engine.stop_ids), set(trl.trainer.eos_token_ids)
+    if stops != trl_stops:
+        raise RuntimeError(f"stop ids differ: ours {sorted(stops)}, TRL {sorted(trl_stops)}")
     ours_results: list[CycleResult] = []
     loads: list[float] = []
 
@@ -356,56 +438,104 @@ def run_case(case: str, args, log=print) -> float:
     trl_b, our_c = timer.blocks[w:], ours_results[w:]
     if len(trl_b) != args.cycles or len(our_c) != args.cycles:
         raise RuntimeError(f"expected {args.cycles} timed pairs, got {len(trl_b)} TRL / {len(our_c)} ours")
-    ratios = [o.rps / b["rps"] for o, b in zip(our_c, trl_b)]
-
     log(
-        f"\n== case {case}: B={d.responses_per_rollout} (P={d.prompts_per_rollout} x G={d.group_size}), "
-        f"K={d.steps_per_rollout} (minibatch {d.minibatch_responses}), max {cfg.rollout.max_new_tokens} new tokens, "
-        f"{args.cycles} timed pairs after {w} warm-up ({total:.0f} s in all)"
+        f"\n== model {args.model}, our engine {args.engine}, case {case}: B={d.responses_per_rollout} "
+        f"(P={d.prompts_per_rollout} x G={d.group_size}), K={d.steps_per_rollout} (minibatch "
+        f"{d.minibatch_responses}), max {cfg.rollout.max_new_tokens} new tokens, T={cfg.rollout.temperature}, "
+        f"lr {d.lr:.3g}, {cfg.model.dtype}, {args.cycles} timed pairs after {w} warm-up ({total:.0f} s in all)"
     )
     log(f"   load at start: {load_start}")
     log(f"   1-min load during pairs: {', '.join(f'{x:.2f}' for x in loads[w:])}")
+    ratio = report_sides(our_c, trl_b, trl.per_block, forced, log)
+    report_phases(our_c, log)
+    trl_phases = {k: [b["phases"][k] for b in trl_b] for k in trl_b[0]["phases"]}
+    t_mean = statistics.fmean(b["wall_s"] for b in trl_b)
     log(
-        f"   {'side':<6} {'resp/s min':>10} {'median':>8} {'max':>8} {'cycle s (med)':>14} {'mean len':>9} "
-        f"{'EOS in comp':>11} {'zero-adv groups':>16}"
+        f"   TRL's phases (s per cycle, median; share of its mean cycle {t_mean:.3f} s): "
+        + ", ".join(
+            f"{k} {statistics.median(v):.3f} ({100 * statistics.fmean(v) / t_mean:.1f} %)"
+            for k, v in trl_phases.items()
+        )
+        + f"; generation {statistics.median(b['tokens'] / b['phases']['generate'] for b in trl_b):.1f} "
+        "completion tokens/s"
     )
-    o_rps = stats([o.rps for o in our_c])
-    t_rps = stats([b["rps"] for b in trl_b])
-    o_len = statistics.fmean(o.row["train/completion_length"] for o in our_c)
-    t_len = statistics.fmean(b["length"] for b in trl_b)
-    o_eos = sum(o.eos_in_completions for o in our_c) if forced else None
-    t_eos = sum(b["eos_in_completions"] for b in trl_b) if forced else None
-    o_zero = statistics.fmean(o.row["train/zero_adv_frac"] for o in our_c)
-    t_zero = statistics.fmean(b["zero_group_frac"] for b in trl_b)
-    o_wall = statistics.median(o.wall_s for o in our_c)
-    t_wall = statistics.median(b["wall_s"] for b in trl_b)
+    if forced:
+        o_len = statistics.fmean(o.row["train/completion_length"] for o in our_c)
+        t_len = statistics.fmean(b["length"] for b in trl_b)
+        o_eos = sum(o.eos_in_completions for o in our_c)
+        t_eos = sum(b["eos_in_completions"] for b in trl_b)
+        n = cfg.rollout.max_new_tokens
+        if abs(o_len - n) > 1e-9 or abs(t_len - n) > 1e-9 or o_eos or t_eos:
+            raise RuntimeError(
+                f"forced case not forced: lengths ours {o_len}, TRL {t_len}; EOS {o_eos}/{t_eos}"
+            )
+    return ratio
+
+
+def report_sides(our_c: list[CycleResult], trl_b: list[dict], per_block: int, forced: bool, log) -> float:
+    """The side-by-side table and the per-pair ratios; returns the median per-pair ratio."""
+    ratios = [o.rps / b["rps"] for o, b in zip(our_c, trl_b)]
     log(
-        f"   {'ours':<6} {o_rps[0]:>10.0f} {o_rps[1]:>8.0f} {o_rps[2]:>8.0f} {o_wall:>14.3f} {o_len:>9.2f} "
-        f"{'-' if o_eos is None else o_eos:>11} {o_zero:>16.2f}"
+        f"   {'side':<6} {'resp/s min':>10} {'median':>8} {'max':>8} {'tok/s med':>10} {'cycle s (med)':>14} "
+        f"{'mean len':>9} {'EOS frac':>9} {'EOS in comp':>11} {'zero-adv groups':>16}"
     )
-    log(
-        f"   {'TRL':<6} {t_rps[0]:>10.0f} {t_rps[1]:>8.0f} {t_rps[2]:>8.0f} {t_wall:>14.3f} {t_len:>9.2f} "
-        f"{'-' if t_eos is None else t_eos:>11} {t_zero:>16.2f}"
-    )
+    sides = {
+        "ours": {
+            "rps": [o.rps for o in our_c],
+            "tps": [o.row["rollout/tokens"] / o.wall_s for o in our_c],
+            "wall": [o.wall_s for o in our_c],
+            "len": [o.row["train/completion_length"] for o in our_c],
+            "eos_frac": [o.row["train/finished_frac"] for o in our_c],
+            "eos": sum(o.eos_in_completions for o in our_c),
+            "zero": [o.row["train/zero_adv_frac"] for o in our_c],
+        },
+        "TRL": {
+            "rps": [b["rps"] for b in trl_b],
+            "tps": [b["tokens"] / b["wall_s"] for b in trl_b],
+            "wall": [b["wall_s"] for b in trl_b],
+            "len": [b["length"] for b in trl_b],
+            "eos_frac": [b["eos_frac"] for b in trl_b],
+            "eos": sum(b["eos_in_completions"] for b in trl_b),
+            "zero": [b["zero_group_frac"] for b in trl_b],
+        },
+    }
+    for name, v in sides.items():
+        rps = stats(v["rps"])
+        log(
+            f"   {name:<6} {rps[0]:>10.2f} {rps[1]:>8.2f} {rps[2]:>8.2f} {statistics.median(v['tps']):>10.1f} "
+            f"{statistics.median(v['wall']):>14.3f} {statistics.fmean(v['len']):>9.2f} "
+            f"{statistics.fmean(v['eos_frac']):>9.3f} {v['eos'] if forced else '-':>11} "
+            f"{statistics.fmean(v['zero']):>16.2f}"
+        )
     r = stats(ratios)
     agg = (sum(o.responses for o in our_c) / sum(o.wall_s for o in our_c)) / (
-        trl.per_block * len(trl_b) / sum(b["wall_s"] for b in trl_b)
+        per_block * len(trl_b) / sum(b["wall_s"] for b in trl_b)
     )
     log(
         f"   per-pair ratio ours/TRL: min {r[0]:.2f}  median {r[1]:.2f}  max {r[2]:.2f}   "
         f"[{', '.join(f'{x:.2f}' for x in ratios)}];  all pairs pooled (total responses / total time): {agg:.2f}"
     )
     log(
-        "   (our zero-adv is the fraction of responses with advantage 0; TRL's the fraction of groups "
-        "whose 8 rewards are identical)"
+        "   (tok/s: completion tokens per second of the whole cycle; EOS frac: completions ending at EOS; "
+        "our zero-adv is the fraction of responses with advantage 0, TRL's the fraction of groups whose "
+        "rewards are identical)"
     )
+    return r[1]
+
+
+def report_phases(our_c: list[CycleResult], log) -> None:
+    """Our phase times per cycle (median, mean, share of the mean cycle) from our metrics rows."""
     ph = [phases(o.row) for o in our_c]
     keys = list(dict.fromkeys(k for p in ph for k in p))  # a phase may run on some rollouts only
     med = {k: statistics.median(p.get(k, 0.0) for p in ph) for k in keys}
     mean = {k: statistics.fmean(p.get(k, 0.0) for p in ph) for k in keys}
     o_mean_wall = statistics.fmean(o.wall_s for o in our_c)
     runs = {k: sum(k in p for p in ph) for k in keys}
-    log(f"   our phases (s per cycle; share of our mean cycle {o_mean_wall:.3f} s):")
+    gen_tps = [o.row["rollout/tokens"] / max(p.get("generate", 0.0), 1e-9) for o, p in zip(our_c, ph)]
+    log(
+        f"   our phases (s per cycle; share of our mean cycle {o_mean_wall:.3f} s; generation "
+        f"{statistics.median(gen_tps):.1f} completion tokens/s, median):"
+    )
     log(f"     {'phase':<20} {'median':>7} {'mean':>7} {'share':>7}  ran in")
     for k in keys:
         log(
@@ -417,14 +547,6 @@ def run_case(case: str, args, log=print) -> float:
         f"     {'other':<20} {'':>7} {other:7.3f} {100 * other / o_mean_wall:6.1f} %  "
         "(advantages, clocks, logging, detectors)"
     )
-    if forced and (
-        abs(o_len - cfg.rollout.max_new_tokens) > 1e-9
-        or abs(t_len - cfg.rollout.max_new_tokens) > 1e-9
-        or o_eos
-        or t_eos
-    ):
-        raise RuntimeError(f"forced case not forced: lengths ours {o_len}, TRL {t_len}; EOS {o_eos}/{t_eos}")
-    return r[1]
 
 
 def main() -> None:
@@ -432,7 +554,11 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=5, help="timed pairs per case (after warm-up)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed pairs per case")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--cases", default="forced16,eos")
+    ap.add_argument("--model", choices=sorted(MODELS), default="tiny", help="tiny: the reference cycle")
+    ap.add_argument("--engine", choices=sorted(ENGINES), default="hf", help="our side's generation engine")
+    ap.add_argument(
+        "--cases", default=None, help="forced16,eos (tiny, HF engine); eos otherwise (the default)"
+    )
     ap.add_argument(
         "--override",
         action="append",
@@ -440,9 +566,10 @@ def main() -> None:
         help="extra Hydra override for our side (repeatable), e.g. optim.skip_zero_advantage=false",
     )
     args = ap.parse_args()
-    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    if unknown := set(cases) - {"forced16", "eos"}:
-        ap.error(f"unknown cases {sorted(unknown)}")
+    allowed = MODELS[args.model]["cases"] if args.engine == "hf" else ("eos",)  # forcing hooks HF's lm_head
+    cases = [c.strip() for c in (args.cases or ",".join(allowed)).split(",") if c.strip()]
+    if unknown := set(cases) - set(allowed):
+        ap.error(f"cases {sorted(unknown)} do not run with --model {args.model} --engine {args.engine}")
     try:
         import trl
     except ImportError:
@@ -459,6 +586,7 @@ def main() -> None:
         f"vs_trl: torch {torch.__version__}, transformers {transformers.__version__}, trl {trl.__version__}, "
         f"{torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs, "
         f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}"
+        + f", model {args.model}, our engine {args.engine}"
         + (f", our overrides {args.override}" if args.override else "")
     )
     log(f"code: {source_text()}")
