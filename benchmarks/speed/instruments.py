@@ -21,7 +21,10 @@ so that load on a shared machine hits every variant alike:
 Besides seconds, each cycle's peak resident memory (Linux: ``VmHWM`` of this process, reset at the
 start of the cycle through ``/proc/self/clear_refs``): the peak above the RSS at the cycle's start is
 what the variant's passes hold at once (with curvature by double backward, the kept graph of the
-gradient at theta_old). With ``--model``, a per-instrument table: seconds per call (in-cycle timers),
+gradient at theta_old; the allocator keeps what an earlier cycle freed, so read the peaks of a variant
+that follows a dearer one as upper bounds, its rise as a lower one). An instrument whose subsample
+has no learning signal (every advantage 0) skips its passes: such cycles are cheap. With ``--model``,
+a per-instrument table: seconds per call (in-cycle timers),
 share of the rest of its cycle, peak memory, and the cadence the budget rule
 (``rlvr_scaling/instrument_budget.py``: ``noise.budget`` of the wall time, shared among the null
 cadences) gives at steady state, evaluations left out.
