@@ -6,12 +6,24 @@ the floor of the other config schemas, so that ``config.py`` imports no phase (d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import ConfigError
 
 NOISE_MODES = ("auto", "on", "off")
 HVP_KINDS = ("auto", "double_backward", "finite_difference")
+# the instruments that cost extra passes, as ``noise.off_reasons`` names them
+COSTLY_INSTRUMENTS = ("at_theta_old", "adam_noise", "curvature")
+# From this size on, the start-up log says why the instruments that cost extra passes are off
+# (docs/real_model.md: their cost on SmolLM2-135M on CPU).
+LARGE_MODEL_PARAMETERS = 50_000_000
+# what each costs, said when it is off on a large model and the config gives no measured reason
+GENERIC_REASONS = {
+    "at_theta_old": "an extra forward and backward over the rollout, as dear as the K steps",
+    "adam_noise": "rides on the noise at theta_old",
+    "curvature": "Hessian-vector products: a double backward through every layer, GBs of graph",
+}
+LABELS = {"at_theta_old": "noise at theta_old", "adam_noise": "Adam noise", "curvature": "curvature"}
 
 
 @dataclass
@@ -47,6 +59,9 @@ class NoiseParams:
     # the optimizer's state) and noise/all_* (the SGD trace version), from cells over ALL the rollout's
     # prompts, whenever the noise at theta_old runs: about one more backward pass over the rollout
     adam_noise: bool = False
+    # why a model preset turns an instrument off, with its measured cost (keys: at_theta_old, adam_noise,
+    # curvature): quoted in the start-up log while that instrument is off (instruments_off_note)
+    off_reasons: dict[str, str] = field(default_factory=dict)
 
     def validate(self, prefix: str = "noise") -> None:
         if self.per_sample not in NOISE_MODES:
@@ -82,3 +97,31 @@ class NoiseParams:
             raise ConfigError(f"{prefix}.adam_noise needs {prefix}.at_theta_old=true")
         if self.power_iterations < 0:
             raise ConfigError(f"{prefix}.power_iterations must be >= 0 (got {self.power_iterations})")
+        for key in self.off_reasons:
+            if key not in COSTLY_INSTRUMENTS:
+                raise ConfigError(
+                    f"{prefix}.off_reasons.{key}: not an instrument; use {', '.join(COSTLY_INSTRUMENTS)}"
+                )
+
+
+def instruments_off_note(noise: NoiseParams, n_params: int) -> str | None:
+    """Why the costly scaling instruments are off (None when none is off, or when the model is small and
+    the config gives no reason): the start-up log's answer to 'where are noise/... and curv/...?'. A
+    measured reason (``noise.off_reasons``, set by a model preset) is quoted; otherwise, from
+    ``LARGE_MODEL_PARAMETERS`` on, what the instrument costs in passes."""
+    off = [
+        key
+        for key, is_off in (
+            ("at_theta_old", not noise.at_theta_old),
+            ("adam_noise", not noise.adam_noise),
+            ("curvature", noise.curvature_every_rollouts == 0),
+        )
+        if is_off and (key in noise.off_reasons or n_params >= LARGE_MODEL_PARAMETERS)
+    ]
+    if not off:
+        return None
+    said = [f"{LABELS[k]} ({noise.off_reasons.get(k) or GENERIC_REASONS[k]})" for k in off]
+    return (
+        f"off at {n_params:,} parameters: {'; '.join(said)}; the minibatch estimator (noise/multistep_*) "
+        "stays on. noise.at_theta_old=true, noise.adam_noise=true, noise.curvature_every_rollouts=N measure them"
+    )

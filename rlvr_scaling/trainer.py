@@ -46,6 +46,7 @@ from .distributed import DistEnv, Parallel
 from .evaluation import Evaluator, full_needed
 from .logprobs import LogprobPhase
 from .noise import PerSampleNoise
+from .noise_config import instruments_off_note
 from .optimize import PolicyOptimizer
 from .policy import completion_logprobs, trim_padding
 from .progress import ProgressDisplay
@@ -81,33 +82,6 @@ class TrainerState:
     screen_offsets: list[float] = field(default_factory=list)
     screen_last: float | None = None
     last_full_at: int = 0
-
-
-# From this size on, the start-up log says why the instruments that cost extra passes are off
-# (docs/real_model.md: their cost on SmolLM2-135M on CPU).
-LARGE_MODEL_PARAMETERS = 50_000_000
-
-
-def instruments_note(cfg, n_params: int) -> str | None:
-    """Why the costly scaling instruments are off on a large model (None when none is off, or the model
-    is small): the start-up log's answer to 'where are noise/... and curv/...?'."""
-    if n_params < LARGE_MODEL_PARAMETERS:
-        return None
-    off = []
-    if not cfg.noise.at_theta_old:
-        off.append(
-            "noise at theta_old (an extra forward and backward over the rollout, as dear as the K steps)"
-        )
-    if not cfg.noise.adam_noise:
-        off.append("Adam noise (rides on the noise at theta_old)")
-    if cfg.noise.curvature_every_rollouts == 0:
-        off.append("curvature (Hessian-vector products: a double backward through every layer, GBs of graph)")
-    if not off:
-        return None
-    return (
-        f"off at {n_params:,} parameters: {'; '.join(off)}; the minibatch estimator (noise/multistep_*) "
-        "stays on. noise.at_theta_old=true, noise.adam_noise=true, noise.curvature_every_rollouts=N measure them"
-    )
 
 
 class Trainer:
@@ -151,7 +125,7 @@ class Trainer:
             cfg, self.full_model, self.device, self.dist, derived.minibatch_responses, parallel.strategy
         )
         log(f"[instruments] {self.theta_old.describe()}")
-        if note := instruments_note(cfg, self.n_params):
+        if note := instruments_off_note(cfg.noise, self.n_params):
             log(f"[instruments] {note}")
         self.logprobs = LogprobPhase(
             cfg, self.full_model, self.ref_model, self.engine, self.device, self.dist, self.behaviour.module

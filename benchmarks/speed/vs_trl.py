@@ -88,8 +88,9 @@ MODELS = {
     },
     "smollm2_135m": {"overrides": ["model=smollm2_135m"], "cases": ("eos",)},
 }
-# --engine: our side's generation engine. vLLM's default max_num_seqs chunks SmolLM2's prefill, which its
-# CPU sampler refuses for seeded requests (docs/real_model.md, "Known problem").
+# --engine: our side's generation engine. max_num_seqs=32 for SmolLM2 is the setting the documented
+# measurement ran with (it predates the engine's chunked-prefill fix, docs/real_model.md; the rollouts
+# of B = 16 are one scheduler step either way).
 ENGINES = {
     "hf": [],
     "vllm": ["rollout.engine=vllm"],

@@ -28,6 +28,17 @@ generator at each call; per-request seeds with n > 1 crash vLLM's CPU sampler, a
 generators cost one small kernel per response per step on GPUs. Either way the process-global torch RNG
 is left as the engine found it.
 
+Chunked prefill (CPU, ``seeding: request``: off). When one call's prompts hold more tokens than one
+scheduler step (vLLM's CPU default: 4,096 tokens, ``max_num_seqs`` 256), vLLM cuts a prompt's prefill
+in two; the token sampled at the end of its first part is discarded and the request's generator rewound
+with ``set_offset``, which a CPU ``torch.Generator`` refuses (``RuntimeError: CPU Generator does not
+use offset``): a 128-problem evaluation of a 32-token chat prompt crashed so. With chunked prefill off
+every prompt is prefilled whole in one step (vLLM raises the step to at least ``max_model_len``
+tokens), so no draw is ever discarded; what is sampled is unchanged, since each seeded request's
+samples come from its own generator, whatever the step it is scheduled in (the per-request seeds make
+a response independent of batching). ``seeding: call`` uses no per-request generators and keeps
+vLLM's default; so do GPUs (their generators rewind).
+
 In-process side effects handled here: vLLM's CPU worker replaces ``torch.set_num_threads`` with a
 no-op and drops torch to one thread (both restored after start-up), and seeds the global RNG (restored).
 Sleep mode is not used (unsupported on CPU); the engine keeps its memory between rollouts.
@@ -140,6 +151,10 @@ class VLLMEngine(Engine):
             kwargs["max_model_len"] = settings.max_model_len
         if settings.max_num_seqs is not None:
             kwargs["max_num_seqs"] = settings.max_num_seqs
+        if self.on_cpu and settings.seeding == "request":
+            # no prefill cut in two: vLLM's CPU sampler cannot rewind a seeded request's generator
+            # (module docstring, "Chunked prefill"); vLLM then sizes its step to max_model_len
+            kwargs["enable_chunked_prefill"] = False
         kv_gb = (
             settings.kv_cache_gb
             if settings.kv_cache_gb is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -146,3 +147,39 @@ def test_an_lr_rule_reading_the_estimates_gets_fixed_cadences():
     assert power._decide(6) == (True, True)
     power.cycle = 0.0
     assert power._decide(7) == (False, False)
+
+
+def test_the_start_up_note_quotes_a_presets_measured_reasons():
+    from rlvr_scaling.noise_config import LARGE_MODEL_PARAMETERS, instruments_off_note
+
+    small, large = LARGE_MODEL_PARAMETERS // 100, LARGE_MODEL_PARAMETERS * 2
+    quiet = NoiseParams(at_theta_old=True, adam_noise=True, curvature_every_rollouts=None)
+    assert instruments_off_note(quiet, large) is None  # nothing off
+    off = NoiseParams(at_theta_old=True, adam_noise=False, curvature_every_rollouts=0)
+    assert instruments_off_note(off, small) is None  # a small model without reasons: silent
+    generic = instruments_off_note(off, large)
+    assert "Adam noise (rides on" in generic and "curvature (Hessian-vector" in generic
+    assert "noise at theta_old (" not in generic  # it is on
+    off.off_reasons = {"curvature": "measured: 95 s a call, 3.3 rollouts"}
+    for n in (small, large):  # a measured reason is said at any size, in place of the generic one
+        note = instruments_off_note(off, n)
+        assert (
+            "curvature (measured: 95 s a call, 3.3 rollouts)" in note and f"off at {n:,} parameters" in note
+        )
+    assert "Adam noise" not in instruments_off_note(off, small)  # no reason given, small: not listed
+    with pytest.raises(ConfigError, match="noise.off_reasons.curvatur:"):
+        NoiseParams(off_reasons={"curvatur": "x"}).validate()
+
+
+def test_the_smollm2_preset_says_why_each_instrument_it_turns_off_is_off():
+    from rlvr_scaling.compose import compose
+
+    noise = compose(["model=smollm2_135m"]).noise
+    noise.validate()
+    off = {
+        "at_theta_old": not noise.at_theta_old,
+        "adam_noise": not noise.adam_noise,
+        "curvature": noise.curvature_every_rollouts == 0,
+    }
+    assert {k for k, v in off.items() if v} == set(noise.off_reasons)  # a reason for each, none else
+    assert all(re.search(r"\d s\b", r) for r in noise.off_reasons.values())  # each states measured seconds

@@ -166,6 +166,22 @@ def test_request_seeding_is_reproducible_and_independent_of_batching(engine):
     assert _completions(c) != _completions(a)
 
 
+def test_seeded_requests_whose_prompts_overflow_one_scheduler_step(engine):
+    """More prompt tokens in one call than one scheduler step takes (vLLM's CPU default is 4,096
+    tokens): with chunked prefill a seeded request's prefill is cut in two and vLLM's CPU sampler fails
+    (``RuntimeError: CPU Generator does not use offset``). The engine turns chunked prefill off for
+    seeded requests on CPU; the samples are those of the same requests sent in small calls."""
+    prompts = [f"{i % 10}+" + "+".join(str((i + j) % 10) for j in range(19)) + "=" for i in range(128)]
+    encoded = engine.encode(prompts)
+    assert sum(len(e) for e in encoded) > 4096  # one call's prefill overflows a 4,096-token step
+    params = SamplingParams(4)
+    whole = engine.generate(prompts, [1] * len(prompts), params, _rng(11))
+    g = _rng(11)
+    parts = [engine.generate(prompts[i : i + 16], [1] * 16, params, g) for i in range(0, len(prompts), 16)]
+    assert [t for part in parts for t in _completions(part)] == _completions(whole)
+    assert int(whole.completion_lengths.sum()) > 0
+
+
 def test_chat_prompt_format_gives_both_engines_the_same_ids(engine, trainer_model, tmp_path):
     model, tokenizer = trainer_model
     chat_tok = copy.deepcopy(tokenizer)
