@@ -29,7 +29,7 @@ from analysis.fits.seed_blocks import seed_correlations
 from analysis.fits.sigmoid import sigmoid_tables
 from analysis.fits.theory import theory_table
 from analysis.fits.trend import trend_table
-from analysis.fits.trend_size import size_trend_table
+from analysis.fits.trend_size import size_rows, size_trend_table
 from analysis.fits.which_b import which_b_table
 
 
@@ -137,6 +137,7 @@ def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Res
         correlations=correlations,
         which_b=which_b,
         sigmoid=sigmoid,
+        model_size=size_rows(tables, exponents, common, bcrit),
         resampling=resampling,
     )
 

@@ -143,3 +143,30 @@ def _bcrit_row(part: pd.DataFrame, clock: str, series: str, replicates: dict, le
         "reference": math.nan,
         "reference_inside": None,
     }
+
+
+def size_rows(
+    tables, exponents: pd.DataFrame, common: pd.DataFrame | None, bcrit: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Per condition with a known N: each target's α, the common α, γ (where a failure clock was fitted)
+    and each target's B_crit, with their 95 % intervals (the report's and the figure's table); empty
+    where N takes fewer than two known values."""
+    sizes = condition_parameters(tables.runs)
+    known = {c: n for c, n in sizes.items() if math.isfinite(n) and n > 0}
+    columns = ["condition", PARAMETERS_KEY, "quantity", "clock", "value", "ci_low", "ci_high"]
+    if len(set(known.values())) < 2:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for r in exponents[exponents["condition"].isin(known)].itertuples():
+        quantity = "gamma" if r.clock == "failure" else "alpha"
+        rows.append([r.condition, known[r.condition], quantity, r.clock, r.exponent, r.ci_low, r.ci_high])
+    for r in (common if common is not None else pd.DataFrame(columns=["condition"])).itertuples():
+        if r.condition in known:
+            rows.append(
+                [r.condition, known[r.condition], "alpha", "common", r.exponent_common, r.ci_low, r.ci_high]
+            )
+    for r in (bcrit if bcrit is not None else pd.DataFrame(columns=["condition"])).itertuples():
+        if r.condition in known:
+            rows.append([r.condition, known[r.condition], "b_crit", r.clock, r.b_crit, r.ci_low, r.ci_high])
+    out = pd.DataFrame(rows, columns=columns)
+    return out.sort_values([PARAMETERS_KEY, "quantity", "clock"], kind="stable").reset_index(drop=True)

@@ -82,6 +82,7 @@ def _analyze(tmp_path, specs) -> pd.DataFrame:
     assert analyze(args) == 0
     runs = pd.read_csv(out / "runs.csv")
     assert "model.parameters" in runs.columns
+    assert "## Model size" in (out / "report.md").read_text()
     trend = pd.read_csv(out / "trend.csv")
     return trend[trend["key"] == "model.parameters"]
 
@@ -110,3 +111,22 @@ def test_the_trend_recovers_a_known_slope_of_log10_b_crit_per_decade_of_n(tmp_pa
         got = np.array(r.exponents.split(), float)
         assert got == pytest.approx(np.log10(b_crits), abs=0.35), r
         assert r.slope_low < slope < r.slope_high, r
+
+
+def test_the_model_size_figure_draws_alpha_and_b_crit_against_n(tmp_path):
+    from analysis.figures.plots_size import plot_size
+
+    table = pd.DataFrame(
+        [
+            [f"c{i}", n, q, clock, v, v * 0.8, v * 1.25 if i else math.inf]
+            for i, n in enumerate(N)
+            for q, clock, v in [
+                ("alpha", "target:0.3", 0.2 + 0.1 * i),
+                ("b_crit", "target:0.3", 100.0 * 2**i),
+            ]
+        ],
+        columns=["condition", "model.parameters", "quantity", "clock", "value", "ci_low", "ci_high"],
+    )
+    assert plot_size(tmp_path, table, formats=("png",)) == ["model_size.png"]
+    assert (tmp_path / "model_size.png").stat().st_size > 1000
+    assert plot_size(tmp_path, table[table["model.parameters"] == N[0]]) == []
