@@ -2,6 +2,7 @@
 
     python benchmarks/speed/model_sizes.py [--models embedded,embedded_4m,embedded_16m] [--P 16]
         [--responses 1024] [--threads 1] [--cache-dir DIR] [--out DIR] [--full-responses 16384]
+        [--override KEY=VALUE ...]
 
 For each ``model=<name>`` one short ``rlvr-train`` run with the model-size study's settings
 (studies/model_size.yaml: clipped loss, square-root rule at eta_ref = 1e-5, K = 8, G = 8, the default
@@ -76,6 +77,7 @@ def run_one(model: str, args, env: dict) -> dict:
         "run.force=true",
         "run.progress=false",
         f"hydra.run.dir={run_dir}",
+        *args.override,
     ]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
@@ -112,6 +114,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path(os.path.expanduser("~/.cache/rlvr_scaling")))
     ap.add_argument("--out", type=Path, default=Path("/tmp/rlvr_model_sizes"))
     ap.add_argument("--full-responses", type=int, default=16384, help="responses of one study run")
+    ap.add_argument("--override", action="append", default=[], help="extra Hydra override (repeatable)")
     args = ap.parse_args(argv)
     from rlvr_scaling.cli.compose import compose
 
