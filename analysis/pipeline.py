@@ -29,6 +29,7 @@ from analysis.fits.seed_blocks import seed_correlations
 from analysis.fits.sigmoid import sigmoid_tables
 from analysis.fits.theory import theory_table
 from analysis.fits.trend import trend_table
+from analysis.fits.trend_size import size_rows, size_trend_table
 from analysis.fits.which_b import which_b_table
 
 
@@ -64,8 +65,17 @@ def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Res
     which_b = which_b_table(tables, fits, s.throughput)
     exponents = agreement(exponents, noise)
     theory = theory_table(tables, exponents, fits, n_boot=s.n_boot, seed=s.seed, resample=s.resample)
+    bcrit_replicates: dict = {}
     bcrit, bcrit_theory = bcrit_tables(
-        tables, exponents, fits, s.n_boot, s.seed, s.resample, s.jobs, {r.run: r.rows for r in records}
+        tables,
+        exponents,
+        fits,
+        s.n_boot,
+        s.seed,
+        s.resample,
+        s.jobs,
+        {r.run: r.rows for r in records},
+        replicates=bcrit_replicates,
     )
     comparisons = compare_conditions(exponents, fits, tables.varying_keys, all_pairs=s.compare_all)
     incidence, incidence_summary = incidence_tables(tables)
@@ -80,6 +90,19 @@ def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Res
         seed=s.seed,
         resample=s.resample,
     )
+    along_n = size_trend_table(
+        tables,
+        exponents,
+        fits,
+        common,
+        bcrit,
+        bcrit_replicates,
+        n_boot=s.n_boot,
+        seed=s.seed,
+        resample=s.resample,
+    )
+    if len(along_n):
+        trend = pd.concat([trend, along_n], ignore_index=True) if len(trend) else along_n
     gain = gain_table(
         records,
         tables,
@@ -114,6 +137,7 @@ def fit_all(tables: Tables, records: list[RunRecord], settings: Settings) -> Res
         correlations=correlations,
         which_b=which_b,
         sigmoid=sigmoid,
+        model_size=size_rows(tables, exponents, common, bcrit),
         resampling=resampling,
     )
 

@@ -48,6 +48,17 @@ SHIPPED_COMPOSE_DIR = SHIPPED_ROOT / "embedded_compose"  # task=compose (model=e
 # produces the shipped model (the first steps agree across CPUs to float rounding; later ones drift).
 HEAD_STEPS = 10
 CURVE_EVERY = 50
+# Seconds per warm-start step of 128 examples on one CPU core: a + b * N for N parameters, fitted to
+# 0.21, 0.50 and 2.07 s/step at 1.06M, 3.56M and 16.4M parameters (one AVX2 core; docs/study.md, "The
+# model-size study"). Only the expected time printed before training; other CPUs differ.
+STEP_SECONDS_BASE = 0.06
+STEP_SECONDS_PER_PARAMETER = 1.25e-7
+
+
+def expected_minutes(n_params: int, cfg) -> float:
+    """The warm start's expected minutes on one CPU core (``STEP_SECONDS_*``), for the log."""
+    per_step = (STEP_SECONDS_BASE + STEP_SECONDS_PER_PARAMETER * n_params) * cfg.examples_per_step / 128
+    return cfg.steps * per_step / 60
 
 
 def warm_start_blob(model_cfg, task_params) -> dict[str, Any]:
@@ -132,6 +143,12 @@ def build_warm_start(model_cfg, task, task_params, out: Path, log=print, extra: 
     start = time.perf_counter()
     tokenizer = build_tokenizer()
     model = build_embedded_model(model_cfg.embedded, tokenizer)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(
+        f"[warm start] {n_params:,} parameters, {model_cfg.warm_start.steps} steps of "
+        f"{model_cfg.warm_start.examples_per_step} examples: expected about "
+        f"{expected_minutes(n_params, model_cfg.warm_start):.0f} min on one CPU core (more on a loaded one)"
+    )
     report = supervised_warm_start(
         model, tokenizer, task, model_cfg.warm_start, log=log, prompt_format=model_cfg.prompt_format
     )

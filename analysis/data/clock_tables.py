@@ -112,6 +112,7 @@ from analysis.data.load import (
     get_path,
     is_number,
 )
+from analysis.data.model_size import PARAMETERS_KEY, run_parameters
 from analysis.data.noise_columns import NOISE_KEYS, curvature_summary, noise_summary
 from analysis.data.row_values import config_targets, num
 from analysis.data.target_clock import Evaluations, eval_columns, read_evaluations, target_columns
@@ -282,6 +283,8 @@ def build_tables(records: list[RunRecord], opts: ClockOptions | None = None) -> 
         index=runs.index,
     )
     runs = pd.concat([runs, config_columns], axis=1)
+    if PARAMETERS_KEY not in runs.columns:  # the model size N (analysis.data.model_size)
+        runs[PARAMETERS_KEY] = [run_parameters(r.config, r.summary) for r in kept]
     sizes = runs.groupby("condition")["B"].nunique()
     if len(sizes) > 1 and (sizes == 1).all():
         messages.append(

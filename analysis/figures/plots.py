@@ -43,6 +43,7 @@ from analysis._parallel import fork_map  # noqa: E402
 from analysis.figures.plot_style import DPI, condition_colours, condition_order  # noqa: E402
 from analysis.figures.plots_condition import FigureData, plot_condition  # noqa: E402
 from analysis.figures.plots_cross import cross_tasks, plot_cross  # noqa: E402
+from analysis.figures.plots_size import plot_size  # noqa: E402
 from analysis.figures.plots_theory import has_prediction, plot_theory  # noqa: E402
 from analysis.fits.noise_scale import noise_predictions  # noqa: E402
 from analysis.fits.results import Results  # noqa: E402
@@ -70,6 +71,8 @@ def _plot_one(task: tuple[str, object], job: tuple) -> tuple[list[str], list[str
             return plot_condition(out, arg, results.tables, results.fits, formats, data, dpi), []
         if kind == "theory":
             return plot_theory(out, data.theory, formats, dpi), []
+        if kind == "model_size":
+            return plot_size(out, results.model_size, formats, dpi), []
         return (
             plot_cross(
                 out,
@@ -109,6 +112,8 @@ def plot_all(out, results: Results, formats=("png", "pdf"), jobs=1, dpi=DPI, war
     tasks += cross_tasks(tables, results.exponents)
     if has_prediction(data.theory):
         tasks.append(("theory", None))
+    if results.model_size is not None and len(results.model_size):
+        tasks.append(("model_size", None))
     per_task = fork_map(_plot_one, tasks, jobs, shared=(out, results, data, formats, dpi))
     if warnings is not None:
         warnings.extend(w for _, ws in per_task for w in ws)

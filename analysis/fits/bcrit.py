@@ -458,10 +458,12 @@ def bcrit_tables(
     resample: str = "seeds",
     jobs: int = 1,
     records: dict | None = None,
+    replicates: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(bcrit.csv, bcrit_theory.csv)``: :func:`bcrit_table` and, from the runs' training rows
     (``records``: run name -> rows, as loaded), the clocks' B_crit beside Adam's and SGD's B_noise
-    (:mod:`analysis.fits.bcrit_theory`), paired over the same resamples."""
+    (:mod:`analysis.fits.bcrit_theory`), paired over the same resamples. ``replicates`` (a dict, filled
+    when given): ``(condition, clock) -> the inflated bootstrap replicates of B_crit`` (a trend's input)."""
     from analysis._parallel import fork_map
     from analysis.fits.bcrit_theory import THEORY_COLUMNS
 
@@ -471,6 +473,8 @@ def bcrit_tables(
     job = (tables, fits, n_boot, seed, resample, key_columns, records or {})
     parts = fork_map(_condition_rows, groups, jobs if len(groups) > 1 else 1, shared=job)
     rows = [row for part, _ in parts for row in part]
+    if replicates is not None:
+        replicates.update({(r["condition"], r["clock"]): r["_boot"] for r in rows})
     theory = [row for _, part in parts for row in part]
     return (
         pd.DataFrame(rows, columns=["condition", *key_columns, *BCRIT_COLUMNS[1:]]),
@@ -551,6 +555,7 @@ def _condition_rows(item, job: tuple) -> tuple[list[dict], list[dict]]:
             alpha_local_max=float(alphas.max()) if alphas.size and not np.isnan(alphas).all() else math.nan,
             alpha_local=_local_text(res.sizes, res),
             note="; ".join(res.warnings),
+            _boot=res.boot_b_crit,  # not a column: bcrit_tables' replicates
         )
         rows.append(row)
         if not records:

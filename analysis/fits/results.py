@@ -34,4 +34,7 @@ class Results:
     correlations: pd.DataFrame | None = None
     which_b: pd.DataFrame | None = None
     sigmoid: pd.DataFrame | None = None
+    model_size: pd.DataFrame | None = (
+        None  # per condition with its N: alpha, gamma, B_crit (trend_size.size_rows)
+    )
     resampling: dict[str, str] = field(default_factory=dict)  # condition -> bootstrap used

@@ -125,15 +125,19 @@ def _replicates_common(row, replicates, condition: str) -> tuple[float, np.ndarr
     return float(row["exponent_common"]), combined
 
 
-def bounded(replicates: np.ndarray, bound: float = EXPONENT_BOUND) -> tuple[np.ndarray, float]:
+def bounded(
+    replicates: np.ndarray, bound: float = EXPONENT_BOUND, low: float | None = None
+) -> tuple[np.ndarray, float]:
     """Replicates with the unidentified ones kept at ±``bound`` (NaN, a combination of +inf and -inf,
     alternately at either bound) and finite ones clipped to it; returns them and the unidentified
-    share."""
+    share. ``low``: a lower bound other than ``-bound`` (a quantity not centred on 0, such as
+    log10 B_crit)."""
+    low = -bound if low is None else low
     r = np.asarray(replicates, float).copy()
     nan = np.isnan(r)
     unidentified = float((~np.isfinite(r)).mean()) if r.size else 0.0
-    r[nan] = np.where(np.arange(int(nan.sum())) % 2 == 0, bound, -bound)
-    return np.clip(r, -bound, bound), unidentified
+    r[nan] = np.where(np.arange(int(nan.sum())) % 2 == 0, bound, low)
+    return np.clip(r, low, bound), unidentified
 
 
 def _slope(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -143,10 +147,14 @@ def _slope(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (w * xc * yc).sum(-1) / (w * xc * xc).sum()
 
 
-def trend_series(values, estimates, replicates, level: float = 0.95, equivalence: float = 0.1) -> dict:
+def trend_series(
+    values, estimates, replicates, level: float = 0.95, equivalence: float = 0.1, bounds=None
+) -> dict:
     """Slope of ``estimates`` on log10 ``values`` with its replicate interval, and the neighbouring
     differences (module docstring). ``replicates``: one array per value (the conditions' bootstrap
-    replicates, paired by index)."""
+    replicates, paired by index). ``bounds``: ``(low, high)`` at which unidentified replicates are kept
+    (default ±``EXPONENT_BOUND``, an exponent's)."""
+    low, high = bounds if bounds is not None else (-EXPONENT_BOUND, EXPONENT_BOUND)
     order = np.argsort(values)
     x = np.log10(np.asarray(values, float)[order])
     y = np.asarray(estimates, float)[order]
@@ -158,7 +166,7 @@ def trend_series(values, estimates, replicates, level: float = 0.95, equivalence
     if m == 0 or not np.isfinite(y).all():
         out["note"] = "an exponent or its bootstrap replicates are missing"
         return out
-    kept = [bounded(r[:m]) for r in reps]
+    kept = [bounded(r[:m], high, low) for r in reps]
     Y = np.stack([k[0] for k in kept], 1)
     out["frac_unidentified"] = float(max(k[1] for k in kept))
     out["n_boot_used"] = int(len(Y))
@@ -185,7 +193,7 @@ def trend_series(values, estimates, replicates, level: float = 0.95, equivalence
     notes = [out["note"]] if out["note"] else []
     if out["frac_unidentified"] > 0:
         notes.append(
-            f"{out['frac_unidentified']:.1%} of a condition's replicates not identified (kept at ±{EXPONENT_BOUND:g})"
+            f"{out['frac_unidentified']:.1%} of a condition's replicates not identified (kept at {_bounds_text(low, high)})"
         )
     if out["interval_method"] != "percentile":
         notes.append(
@@ -194,6 +202,10 @@ def trend_series(values, estimates, replicates, level: float = 0.95, equivalence
         )
     out["note"] = "; ".join(notes)
     return out
+
+
+def _bounds_text(low: float, high: float) -> str:
+    return f"±{high:g}" if low == -high else f"{low:g} / {high:g}"
 
 
 def _slope_interval(out: dict, boot: np.ndarray, level: float) -> None:

@@ -17,6 +17,7 @@ from analysis.data.clock_tables import Tables
 from analysis.data.load import SkippedRun
 from analysis.fits.results import Results
 from analysis.reporting import sections as s
+from analysis.reporting.sections_size import size_lines
 
 
 def source_messages(tables: Tables) -> list[str]:
@@ -75,6 +76,7 @@ def write_report(
         s.hazard_lines(r.hazard),
         s.common_lines(r.common),
         s.trend_lines(r.trend),
+        size_lines(r.model_size),
         s.gain_lines(r.gain),
         s.noise_lines(r.noise, exponents),
         _unless_none(r.theory, s.theory_lines),

@@ -209,6 +209,8 @@ def _finish_run(
         "failure": {"responses": final if failed else None, "failed": failed, "onset_responses": onset},
         "final": {"responses": final, "eval/accuracy": evals[-1]["eval/accuracy"]},
     }
+    if spec.parameters is not None:
+        summary["model"] = {"parameters": int(spec.parameters)}
     return SyntheticRun(config, rows, status, summary, truth)
 
 

@@ -47,6 +47,7 @@ class SyntheticSpec:
     overrides: tuple[tuple[str, Any], ...] = ()  # dotted config keys setting the condition
     sweep: str = "synthetic"  # run.sweep (the wandb group)
     train_rows: str = "eval"  # "eval": one train row per evaluation (small files); "all": every rollout
+    parameters: int | None = None  # summary.json's model.parameters (the model size N); None: not written
 
 
 @dataclass
