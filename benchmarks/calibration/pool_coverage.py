@@ -11,7 +11,8 @@ seeds (``--truth-seeds``, default the larger half of each condition's seeds) giv
 the slope of each against log10 of every numeric key with three or more values (``analysis.fits.trend``:
 the η_ref trend) — from all their runs; the *design* seeds are the rest. Each draw picks
 ``--design-seeds`` of a condition's design seeds without replacement (the same seeds at every size: whole
-seed blocks, as a study runs them), fits them exactly as ``rlvr-analyze`` and ``rlvr-study`` do
+seed blocks, as a study runs them; C(n, k) distinct designs from n design seeds, printed: fewer than the
+draws and the coverage rests on that many), fits them exactly as ``rlvr-analyze`` and ``rlvr-study`` do
 (``--bootstrap`` resamples, seed blocks), and records whether each interval holds the truth estimate.
 
 Because the truth is an estimate itself, a 95 % interval holds it less often than 95 % even when it is
@@ -214,9 +215,16 @@ def main(argv: list[str] | None = None) -> int:
             options=options, n_boot=args.bootstrap, seed=args.seed,
         )  # fmt: skip
         for condition in sorted(truth_seeds):
+            n, k = len(design_seeds[condition]), min(args.design_seeds, len(design_seeds[condition]))
+            distinct = math.comb(n, k)
             print(
                 f"{condition}: truth seeds {sorted(truth_seeds[condition])}, "
-                f"design seeds {sorted(design_seeds[condition])} (draws take {args.design_seeds})"
+                f"design seeds {sorted(design_seeds[condition])} (draws take {k}: {distinct} distinct designs"
+                + (
+                    f"; {args.draws} draws repeat them, the coverage rests on {distinct})"
+                    if distinct < args.draws
+                    else ")"
+                )
             )
         if dropped:
             print(
