@@ -49,8 +49,9 @@ SHIPPED_COMPOSE_DIR = SHIPPED_ROOT / "embedded_compose"  # task=compose (model=e
 HEAD_STEPS = 10
 CURVE_EVERY = 50
 # Seconds per warm-start step of 128 examples on one CPU core: a + b * N for N parameters, fitted to
-# 0.21, 0.50 and 2.07 s/step at 1.06M, 3.56M and 16.4M parameters (one AVX2 core; docs/study.md, "The
-# model-size study"). Only the expected time printed before training; other CPUs differ.
+# 0.21, 0.50 and 2.07 s/step at 1.06M, 3.56M and 16.4M parameters (one core of a 2-core AVX-512
+# machine; docs/study.md, "The model-size study"). Only the expected time printed before training;
+# other CPUs differ.
 STEP_SECONDS_BASE = 0.06
 STEP_SECONDS_PER_PARAMETER = 1.25e-7
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.data.eval_records import EVAL_PROBLEMS, read_eval_records, replay
+from analysis.data.eval_records import EVAL_PROBLEMS, EvalRecords, read_eval_records, replay
 from analysis.data.load import discover
 from analysis.data.records import RunRecord
 
@@ -106,14 +106,19 @@ def unpack(pool: str | Path, dest: str | Path) -> Path:
 
 
 def thinned(
-    record: RunRecord, problems: np.ndarray | None = None, samples: int | None = None, every: int = 1
+    record: RunRecord,
+    problems: np.ndarray | None = None,
+    samples: int | None = None,
+    every: int = 1,
+    records: EvalRecords | None = None,
 ) -> RunRecord | None:
     """``record`` with its evaluation rows as a thinner evaluation would have logged them
     (:func:`analysis.data.eval_records.replay`: ``eval/accuracy`` the mean over ``problems`` of their first
     ``samples`` responses; with ``every`` > 1 only the step-0 evaluation and every ``every``-th after it
     keep their row, and the last one where the run ended on it). None where the run has no readable
-    per-problem record, or its record does not match its evaluation rows (their number and clocks)."""
-    records = read_eval_records(record.path)
+    per-problem record, or its record does not match its evaluation rows (their number and clocks).
+    ``records``: the run's record where the caller has read it already (else it is read here)."""
+    records = records if records is not None else read_eval_records(record.path)
     evals = [i for i, row in enumerate(record.rows) if "eval/accuracy" in row]
     if records is None or len(evals) != records.responses.size:
         return None

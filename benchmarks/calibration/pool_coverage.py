@@ -48,7 +48,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from analysis.data.clock_tables import ClockOptions, build_tables  # noqa: E402
-from analysis.data.eval_records import problem_subset  # noqa: E402
+from analysis.data.eval_records import problem_subset, read_eval_records  # noqa: E402
 from analysis.data.load import load_source  # noqa: E402
 from analysis.data.pool import thinned, unpack  # noqa: E402
 from analysis.fits.cross import common_exponent_table  # noqa: E402
@@ -114,11 +114,9 @@ def _thin(records, args) -> tuple[list, int]:
         return records, 0
     kept, dropped = [], 0
     for r in records:
-        from analysis.data.eval_records import read_eval_records
-
         rec = read_eval_records(r.path)
         problems = problem_subset(rec.problems, args.eval_problems) if rec and args.eval_problems else None
-        t = thinned(r, problems, args.eval_samples, args.eval_every) if rec else None
+        t = thinned(r, problems, args.eval_samples, args.eval_every, records=rec) if rec else None
         kept += [t] if t is not None else []
         dropped += t is None
     return kept, dropped
