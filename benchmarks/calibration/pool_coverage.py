@@ -28,7 +28,11 @@ while the truth keeps full evaluations. Runs without a record are left out of su
 Output: one row per condition and clock (``target:<a>``, ``common``, ``slope:<key>:<clock>``): the truth
 (point, interval width), the draws' coverage of the truth with its binomial 95 % interval, the designs'
 median width, the share of draws where the interval was not identified (counted as not covering), and
-the draws' mean point minus the truth; a clock the truth seeds did not identify has no coverage (blank).
+the draws' mean point minus the truth, ``expected``: the coverage an exact interval would show against a
+truth this noisy (from the two widths), and ``coverage_joint``: how often the design's and the truth's
+points differ by less than 1.96 standard errors of their difference (each read from its interval's
+facing half; 95 % for exact intervals whatever the truth's noise); a clock the truth seeds did not
+identify has no coverage (blank).
 ``--out`` writes the rows as CSV.
 """
 
@@ -58,7 +62,7 @@ from analysis.fits.trend import trend_table  # noqa: E402
 _STATE: dict = {}
 SUMMARY_COLUMNS = [
     "condition", "clock", "truth", "truth_width", "draws", "coverage", "coverage_low", "coverage_high",
-    "median_width", "unidentified", "bias",
+    "median_width", "unidentified", "bias", "expected", "coverage_joint",
 ]  # fmt: skip
 
 
@@ -140,7 +144,9 @@ def summarise(truth: dict, draws: list[dict]) -> pd.DataFrame:
             continue
         finite = [g for g in got if g is not None and np.isfinite(g[1]) and np.isfinite(g[2])]
         hits = sum(g[1] <= point <= g[2] for g in finite)
+        joint = sum(_joint_hit(g, (point, lo, hi)) for g in finite)
         n = len(got)
+        median_width = float(np.median([g[2] - g[1] for g in finite])) if finite else math.inf
         cov_lo, cov_hi = _binomial_ci(hits, n) if n else (math.nan, math.nan)
         rows.append(
             {
@@ -152,12 +158,39 @@ def summarise(truth: dict, draws: list[dict]) -> pd.DataFrame:
                 "coverage": hits / n if n else math.nan,
                 "coverage_low": cov_lo,
                 "coverage_high": cov_hi,
-                "median_width": float(np.median([g[2] - g[1] for g in finite])) if finite else math.inf,
+                "median_width": median_width,
                 "unidentified": 1 - len(finite) / n if n else math.nan,
                 "bias": float(np.mean([g[0] for g in finite]) - point) if finite else math.nan,
+                "expected": _expected(hi - lo, median_width),
+                "coverage_joint": joint / n if n else math.nan,
             }
         )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _expected(truth_width: float, design_width: float) -> float:
+    """How often an exact 95 % design interval holds a truth *estimate* whose own exact interval is
+    ``truth_width`` wide: P(|Z| < 1.96 / sqrt(1 + r)), r = (truth_width / design_width)²."""
+    from scipy.stats import norm
+
+    if not (np.isfinite(truth_width) and np.isfinite(design_width) and design_width > 0):
+        return math.nan
+    r = (truth_width / design_width) ** 2
+    return float(2 * norm.cdf(1.96 / math.sqrt(1 + r)) - 1)
+
+
+def _joint_hit(design: tuple[float, float, float], truth: tuple[float, float, float]) -> bool:
+    """Whether the design's point and the truth's are within 1.96 standard errors of their difference,
+    each standard error read from the side of its interval that faces the other point (half-width /
+    1.96): the check of an interval against an estimate that is noisy too (an exact pair passes 95 %)."""
+    d, t = design, truth
+    if not (np.isfinite(t[1]) and np.isfinite(t[2])):
+        return d[1] <= t[0] <= d[2]
+    if d[0] >= t[0]:
+        se_d, se_t = (d[0] - d[1]) / 1.96, (t[2] - t[0]) / 1.96
+    else:
+        se_d, se_t = (d[2] - d[0]) / 1.96, (t[0] - t[1]) / 1.96
+    return abs(d[0] - t[0]) <= 1.96 * math.hypot(se_d, se_t)
 
 
 def split(tables_runs: pd.DataFrame, truth_seeds: set[int] | None) -> tuple[dict, dict]:

@@ -115,3 +115,35 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     truth, design = pool_coverage.split(runs.iloc[:-1], set())  # seed 7 lacks B = 256: in neither half
     assert truth["c"] == {0, 1, 2, 3} and design["c"] == {4, 5, 6} and not truth["c"] & design["c"]
     assert json.loads(json.dumps(pool_coverage.parse_seeds("0-2,5"), default=sorted)) == [0, 1, 2, 5]
+
+
+def test_joint_coverage_counts_the_truths_own_noise():
+    # equal exact widths: the points 1.3 half-widths apart are inside the joint band (1.96 * sqrt 2 ses)
+    # though the truth is outside the design's interval
+    design, truth = (0.30, 0.20, 0.40), (0.17, 0.07, 0.27)
+    assert not design[1] <= truth[0] <= design[2]
+    assert pool_coverage._joint_hit(design, truth)
+    assert not pool_coverage._joint_hit((0.50, 0.40, 0.60), truth)
+    # an unidentified truth interval falls back to the plain check
+    assert pool_coverage._joint_hit((0.3, 0.2, 0.4), (0.25, -np.inf, np.inf))
+    # an exact interval against a truth half as variable: about 89 %; a noiseless truth: 95 %
+    assert pool_coverage._expected(0.1 / np.sqrt(2), 0.1) == pytest.approx(0.890, abs=0.002)
+    assert pool_coverage._expected(0.0, 0.1) == pytest.approx(0.95, abs=0.001)
+
+
+def test_thinner_evaluations_are_compared_bracket_by_bracket(tiny_runs, capsys):
+    import eval_brackets
+
+    acc = np.array([0.1, 0.12, 0.2, 0.26, 0.27, 0.3, 0.31, 0.4, 0.41])
+    # every 3rd point, dense while the last evaluation is within 0.05 of an unreached target (0.3)
+    assert eval_brackets.near_targets(acc, [0.3], 3, 0.05).tolist() == [0, 3, 4, 5, 6, 8]
+    assert eval_brackets.near_targets(acc, [0.3], 3, -1.0).tolist() == [0, 3, 6, 8]
+    out = tiny_runs.parent / "brackets.csv"
+    assert eval_brackets.main(["--runs", str(tiny_runs), "--designs", "0:2:1", "0:2:2", "0:1:1", "--out", str(out)]) == 0
+    table = pd.read_csv(out).set_index("design")
+    # the full evaluation replayed is the full evaluation: every bracket agrees, at the full cost
+    assert table.loc["all:2:1", "agreement"] == 1.0 and table.loc["all:2:1", "eval_cost"] == 1.0
+    assert table.loc["all:2:1", "wall_cost"] == pytest.approx(1.0)
+    assert table.loc["all:1:1", "eval_cost"] == 0.5 and table.loc["all:2:2", "eval_cost"] < 0.7
+    assert (table["pairs"] == table[list(eval_brackets.OUTCOMES)].sum(axis=1)).all()
+    assert (table["pairs"] == 2 * 2).all()  # two runs, two targets
