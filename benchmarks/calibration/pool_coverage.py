@@ -193,6 +193,31 @@ def _joint_hit(design: tuple[float, float, float], truth: tuple[float, float, fl
     return abs(d[0] - t[0]) <= 1.96 * math.hypot(se_d, se_t)
 
 
+def _design_cost(records, cell_of: dict, k: int, design_seeds: dict) -> dict[str, float]:
+    """The cost of one design of every condition: ``k`` seeds times the mean run of each (condition, size)
+    over the design half — runs, training responses, evaluation responses (those of the thinner evaluation
+    where one is replayed) and serial wall hours (as the runs measured them, their full evaluations
+    included). ``cell_of``: run -> (condition, B)."""
+    from collections import defaultdict
+
+    cells: dict = defaultdict(list)
+    for r in records:
+        last = r.rows[-1] if r.rows else {}
+        evals = sum(float(row.get("eval/responses", 0) or 0) for row in r.rows if "eval/accuracy" in row)
+        cells[cell_of[r.run]].append(
+            (float(last.get("responses", 0)), evals, float(last.get("wall_seconds", 0)))
+        )
+    k_eff = min([k, *[len(v) for v in design_seeds.values()]]) if design_seeds else k
+    out = {"runs": 0.0, "responses": 0.0, "eval_responses": 0.0, "hours": 0.0}
+    for values in cells.values():
+        mean = np.mean(values, axis=0)
+        out["runs"] += k_eff
+        out["responses"] += k_eff * mean[0]
+        out["eval_responses"] += k_eff * mean[1]
+        out["hours"] += k_eff * mean[2] / 3600
+    return out
+
+
 def split(tables_runs: pd.DataFrame, truth_seeds: set[int] | None) -> tuple[dict, dict]:
     """condition -> truth seeds, condition -> design seeds (seeds run at every size of the condition)."""
     truth, design = {}, {}
@@ -220,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-problems", type=int, default=0, help="thinner evaluation: problems (0: all)")
     p.add_argument("--eval-samples", type=int, default=None, help="thinner evaluation: samples per problem")
     p.add_argument("--eval-every", type=int, default=1, help="thinner evaluation: every E-th evaluation")
+    p.add_argument(
+        "--design-sizes", type=float, nargs="*", default=None,
+        help="rollout sizes B the designs run (default: every size; the truth keeps every size)",
+    )  # fmt: skip
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="CSV of the rows")
@@ -238,8 +267,15 @@ def main(argv: list[str] | None = None) -> int:
         keys = [key_of.get(r.run) for r in records]
         truth_records = [r for r, k in zip(records, keys) if k and k[1] in truth_seeds[k[0]]]
         truth = estimates(truth_records, options, args.bootstrap)
-        design = [(r, k) for r, k in zip(records, keys) if k and k[1] in design_seeds[k[0]]]
+        size_of = {r["run"]: float(r["B"]) for _, r in tables.runs.iterrows()}
+        sizes = set(args.design_sizes) if args.design_sizes else set(size_of.values())
+        design = [
+            (r, k) for r, k in zip(records, keys)
+            if k and k[1] in design_seeds[k[0]] and size_of.get(r.run) in sizes
+        ]  # fmt: skip
         thin, dropped = _thin([r for r, _ in design], args)
+        cell_of = {r["run"]: (r["condition"], float(r["B"])) for _, r in tables.runs.iterrows()}
+        cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds)
         thin_keys = [key_of.get(r.run) for r in thin]
         state = dict(
             records=thin, keys=thin_keys, design_seeds=design_seeds, k=args.design_seeds,
@@ -257,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                     else ")"
                 )
             )
+        print(
+            f"design: {args.design_seeds} seeds x B = {sorted(int(b) for b in sizes)} per condition; one design "
+            f"of every condition costs {cost['runs']:.0f} runs, {cost['responses']:,.0f} training and "
+            f"{cost['eval_responses']:,.0f} evaluation responses, {cost['hours']:.2f} serial hours "
+            "(the design half's mean run at each condition and size, times the seeds)"
+        )
         if dropped:
             print(
                 f"{dropped} design runs without a readable per-problem record left out of the thinner evaluation"

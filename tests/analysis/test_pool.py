@@ -92,7 +92,7 @@ def test_a_thinner_evaluation_is_the_replay_of_the_record(tiny_runs):
         assert thinned(dataclasses.replace(record, rows=rows)) is None
 
 
-def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_path):
+def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_path, capsys):
     spec = SyntheticSpec(alpha=0.3, gamma=None, sizes=(32, 64, 128, 256), seeds=8, targets=(0.3, 0.5), seed=5)
     write_run_dirs(simulate(spec), tmp_path / "runs")
     pool = tmp_path / "pool.tar.xz"
@@ -106,6 +106,15 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     assert set(table["clock"]) == {"target:0.3", "target:0.5", "common"}
     assert (table["draws"] == 6).all() and table["coverage"].between(0, 1).all()
     common = table.set_index("clock").loc["common"]
+    assert "3 seeds x B = [32, 64, 128, 256] per condition; one design of every condition costs 12 runs" in (
+        capsys.readouterr().out
+    )
+    # designs at the two end sizes only: 6 runs a design, the truth still from every size
+    ends = tmp_path / "ends.csv"
+    assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--design-sizes", "32", "256", "--out", str(ends)]) == 0
+    assert "B = [32, 256] per condition; one design of every condition costs 6 runs" in capsys.readouterr().out
+    narrow = pd.read_csv(ends).set_index("clock").loc["common"]
+    assert narrow["truth"] == common["truth"] and narrow["median_width"] != common["median_width"]
     # the truth (4 seeds) is near the generating exponent, and the designs' intervals are wider than its
     assert abs(common["truth"] - 0.3) < common["truth_width"]
     assert common["median_width"] > common["truth_width"] * 0.8
