@@ -39,6 +39,7 @@ identify has no coverage (blank).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import tempfile
@@ -249,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         "--design-sizes", type=float, nargs="*", default=None,
         help="rollout sizes B the designs run (default: every size; the truth keeps every size)",
     )  # fmt: skip
+    p.add_argument(
+        "--design-horizon", type=float, default=None,
+        help="responses up to which the designs' runs are read and priced (a shorter horizon: runs trained "
+        "less far; default: the truth's)",
+    )  # fmt: skip
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="CSV of the rows")
@@ -275,11 +281,17 @@ def main(argv: list[str] | None = None) -> int:
         ]  # fmt: skip
         thin, dropped = _thin([r for r, _ in design], args)
         cell_of = {r["run"]: (r["condition"], float(r["B"])) for _, r in tables.runs.iterrows()}
+        if args.design_horizon:  # the runs as trained to the shorter horizon: their rows up to it
+            thin = [
+                dataclasses.replace(r, rows=[row for row in r.rows if float(row.get("responses", 0)) <= args.design_horizon])
+                for r in thin
+            ]  # fmt: skip
+        design_options = dataclasses.replace(options, horizon=args.design_horizon) if args.design_horizon else options
         cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds)
         thin_keys = [key_of.get(r.run) for r in thin]
         state = dict(
             records=thin, keys=thin_keys, design_seeds=design_seeds, k=args.design_seeds,
-            options=options, n_boot=args.bootstrap, seed=args.seed,
+            options=design_options, n_boot=args.bootstrap, seed=args.seed,
         )  # fmt: skip
         for condition in sorted(truth_seeds):
             n, k = len(design_seeds[condition]), min(args.design_seeds, len(design_seeds[condition]))
@@ -294,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         print(
-            f"design: {args.design_seeds} seeds x B = {sorted(int(b) for b in sizes)} per condition; one design "
+            f"design: {args.design_seeds} seeds x B = {sorted(int(b) for b in sizes)} per condition"
+            + (f", read to {args.design_horizon:,.0f} responses" if args.design_horizon else "")
+            + "; one design "
             f"of every condition costs {cost['runs']:.0f} runs, {cost['responses']:,.0f} training and "
             f"{cost['eval_responses']:,.0f} evaluation responses, {cost['hours']:.2f} serial hours "
             "(the design half's mean run at each condition and size, times the seeds)"

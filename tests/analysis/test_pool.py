@@ -115,6 +115,11 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     assert "B = [32, 256] per condition; one design of every condition costs 6 runs" in capsys.readouterr().out
     narrow = pd.read_csv(ends).set_index("clock").loc["common"]
     assert narrow["truth"] == common["truth"] and narrow["median_width"] != common["median_width"]
+    # designs read (and priced) to a shorter horizon than the truth's
+    short = tmp_path / "short.csv"
+    assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--design-horizon", "20000", "--out", str(short)]) == 0
+    assert "read to 20,000 responses" in capsys.readouterr().out
+    assert pd.read_csv(short).set_index("clock").loc["common", "truth"] == common["truth"]
     # the truth (4 seeds) is near the generating exponent, and the designs' intervals are wider than its
     assert abs(common["truth"] - 0.3) < common["truth_width"]
     assert common["median_width"] > common["truth_width"] * 0.8
