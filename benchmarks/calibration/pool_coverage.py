@@ -106,12 +106,47 @@ def _init(state: dict) -> None:
 def _one_draw(draw: int) -> dict[str, tuple[float, float, float]]:
     s = _STATE
     rng = np.random.default_rng([s["seed"], draw])
-    chosen = set()
+    chosen, pilot = set(), set()
     for condition, seeds in s["design_seeds"].items():
-        for seed in rng.choice(sorted(seeds), size=min(s["k"], len(seeds)), replace=False):
-            chosen.add((condition, int(seed)))
+        drawn = rng.choice(sorted(seeds), size=min(s["k"], len(seeds)), replace=False)
+        chosen |= {(condition, int(seed)) for seed in drawn}
+        pilot |= {(condition, int(seed)) for seed in drawn[: s["pilot"]]}
     records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
-    return estimates(records, s["options"], s["n_boot"], seed=draw)
+    hours = math.nan
+    if s["size_factor"]:
+        records, hours = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"])
+    out = estimates(records, s["options"], s["n_boot"], seed=draw)
+    out[COST] = (hours, math.nan, math.nan)
+    return out
+
+
+COST = "__cost__|hours"
+
+
+def size_horizons(records, top: dict, pilot: set, key_of: dict, factor: float) -> tuple[list, float]:
+    """The drawn runs as a study with per-size horizons would have run them: at every (condition, B),
+    ``factor`` times the slowest crossing of the top target among the design's first seeds (its
+    *pilot*: ``pilot``, (condition, seed) pairs), rounded up to a whole rollout of B and capped at the
+    pool's horizon (the pool's horizon where a pilot run did not cross). Each run keeps its rows up to
+    its horizon and records it (``eval.horizon``), so the tables read each run to its own. ``top``: run
+    -> (B, crossing of the top target, or NaN where censored, the pool's horizon). Returns the runs and
+    their serial wall hours to those horizons."""
+    cells: dict = {}
+    for r in records:
+        b, t, h = top[r.run]
+        if key_of[r.run] in pilot:
+            cells.setdefault((key_of[r.run][0], b), []).append((t, h))
+    out, seconds = [], 0.0
+    for r in records:
+        b, _, h = top[r.run]
+        seen = cells.get((key_of[r.run][0], b), [])
+        if seen and all(np.isfinite(t) for t, _ in seen):
+            h = min(h, math.ceil(factor * max(t for t, _ in seen) / b) * b)
+        rows = [row for row in r.rows if float(row.get("responses", 0)) <= h]
+        config = {**r.config, "eval": {**r.config.get("eval", {}), "horizon": int(h)}}
+        out.append(dataclasses.replace(r, rows=rows, config=config))
+        seconds += float(rows[-1].get("wall_seconds", 0)) if rows else 0.0
+    return out, seconds / 3600
 
 
 def _thin(records, args) -> tuple[list, int]:
@@ -255,6 +290,12 @@ def main(argv: list[str] | None = None) -> int:
         help="responses up to which the designs' runs are read and priced (a shorter horizon: runs trained "
         "less far; default: the truth's)",
     )  # fmt: skip
+    p.add_argument(
+        "--size-horizon-factor", type=float, default=0.0,
+        help="per-size horizons: each (condition, B) read to this factor times the slowest crossing of "
+        "the top target among the design's first --pilot-seeds seeds (0: off)",
+    )  # fmt: skip
+    p.add_argument("--pilot-seeds", type=int, default=2, help="the design's seeds that fix per-size horizons")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="CSV of the rows")
@@ -289,9 +330,21 @@ def main(argv: list[str] | None = None) -> int:
         design_options = dataclasses.replace(options, horizon=args.design_horizon) if args.design_horizon else options
         cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds)
         thin_keys = [key_of.get(r.run) for r in thin]
+        top_label = f"target:{max(tables.targets):g}" if tables.targets else None
+        top = {
+            r["run"]: (
+                float(r["B"]),
+                math.nan if (top_label is None or bool(r[f"{top_label}:censored"])) else float(r[top_label]),
+                float(r["horizon"]),
+            )
+            for _, r in tables.runs.iterrows()
+        }
+        if args.size_horizon_factor:
+            design_options = dataclasses.replace(design_options, horizon="auto")
         state = dict(
             records=thin, keys=thin_keys, design_seeds=design_seeds, k=args.design_seeds,
-            options=design_options, n_boot=args.bootstrap, seed=args.seed,
+            options=design_options, n_boot=args.bootstrap, seed=args.seed, size_factor=args.size_horizon_factor,
+            pilot=args.pilot_seeds, top=top, key_of=key_of,
         )  # fmt: skip
         for condition in sorted(truth_seeds):
             n, k = len(design_seeds[condition]), min(args.design_seeds, len(design_seeds[condition]))
@@ -319,6 +372,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
             draws = list(ex.map(_one_draw, range(args.draws)))
+    if args.size_horizon_factor:
+        hours = [d[COST][0] for d in draws if COST in d]
+        print(
+            f"per-size horizons ({args.size_horizon_factor:g} x the slowest crossing of the top target among "
+            f"each design's first {args.pilot_seeds} seeds): one design of every condition costs "
+            f"{np.median(hours):.2f} serial hours (median over draws; {cost['hours']:.2f} at the truth's horizon)"
+        )
     table = summarise(truth, draws)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -6,6 +6,7 @@ keeps truth and design seeds disjoint and covers a known exponent on synthetic r
 from __future__ import annotations
 
 import dataclasses
+import math
 import json
 import sys
 import tarfile
@@ -120,6 +121,12 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--design-horizon", "20000", "--out", str(short)]) == 0
     assert "read to 20,000 responses" in capsys.readouterr().out
     assert pd.read_csv(short).set_index("clock").loc["common", "truth"] == common["truth"]
+    # per-size horizons from each design's first two seeds: every design still identifies the common α
+    sized = tmp_path / "sized.csv"
+    assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--size-horizon-factor", "2", "--out", str(sized)]) == 0
+    assert "per-size horizons (2 x the slowest crossing of the top target" in capsys.readouterr().out
+    per_size = pd.read_csv(sized).set_index("clock").loc["common"]
+    assert per_size["unidentified"] == 0 and per_size["truth"] == common["truth"]
     # the truth (4 seeds) is near the generating exponent, and the designs' intervals are wider than its
     assert abs(common["truth"] - 0.3) < common["truth_width"]
     assert common["median_width"] > common["truth_width"] * 0.8
@@ -161,3 +168,23 @@ def test_thinner_evaluations_are_compared_bracket_by_bracket(tiny_runs, capsys):
     assert table.loc["all:1:1", "eval_cost"] == 0.5 and table.loc["all:2:2", "eval_cost"] < 0.7
     assert (table["pairs"] == table[list(eval_brackets.OUTCOMES)].sum(axis=1)).all()
     assert (table["pairs"] == 2 * 2).all()  # two runs, two targets
+
+
+def test_per_size_horizons_come_from_the_pilot_seeds_only():
+    from analysis.data.records import RunRecord
+
+    def run(name, seed):
+        rows = [{"responses": r, "wall_seconds": r / 100} for r in range(0, 4097, 64)]
+        return RunRecord(run=name, path="", source="dir", config={"seed": seed}, rows=rows)
+
+    records = [run("a0", 0), run("a1", 1), run("a2", 2), run("b0", 0)]
+    key_of = {"a0": ("c", 0), "a1": ("c", 1), "a2": ("c", 2), "b0": ("d", 0)}
+    # B, crossing of the top target (NaN: censored), the pool's horizon
+    top = {"a0": (64.0, 700.0, 4096.0), "a1": (64.0, 900.0, 4096.0), "a2": (64.0, 3000.0, 4096.0), "b0": (64.0, math.nan, 4096.0)}
+    pilot = {("c", 0), ("c", 1), ("d", 0)}
+    out, hours = pool_coverage.size_horizons(records, top, pilot, key_of, 2.0)
+    # condition c: 2 x 900 = 1800 -> 1856, whole rollouts of 64, for every seed (a2's later crossing is
+    # censored there); condition d's pilot did not cross: the pool's horizon
+    assert [r.config["eval"]["horizon"] for r in out] == [1856, 1856, 1856, 4096]
+    assert [r.rows[-1]["responses"] for r in out] == [1856, 1856, 1856, 4096]
+    assert hours == pytest.approx((3 * 18.56 + 40.96) / 3600)
