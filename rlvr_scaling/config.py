@@ -146,6 +146,12 @@ class EvalConfig:
     screen_margin: float = 0.04
     # and whenever the responses clock is this factor past the last full evaluation (0 = never)
     screen_full_ratio: float = 2.0
+    # Sparse schedule (evaluation.py, sparse_due; off: sparse_every 1): of the schedule's points only
+    # every sparse_every-th is evaluated, and every point while the last evaluation is within
+    # dense_margin below a target not yet reached (dense near a crossing, sparse elsewhere), and the
+    # run's last rollout. Bookkeeping of the measurement, not of the dynamics: not a condition key.
+    sparse_every: int = 1
+    dense_margin: float = 0.03
     # The responses up to which the analysis reads this run's crossings and failure (null: the run's
     # train.max_responses); a study sets it per condition before the runs start. Bookkeeping: the
     # trainer trains to train.max_responses either way (docs/analysis.md, "The horizon").
@@ -173,6 +179,15 @@ class EvalConfig:
             )
         if self.horizon is not None and self.horizon < 1:
             raise ConfigError(f"{prefix}.horizon must be null or >= 1 responses (got {self.horizon})")
+        if self.sparse_every < 1:
+            raise ConfigError(f"{prefix}.sparse_every must be >= 1 (1: every point; got {self.sparse_every})")
+        if not self.dense_margin >= 0:
+            raise ConfigError(f"{prefix}.dense_margin must be >= 0 (got {self.dense_margin})")
+        if self.sparse_every > 1 and self.screen_problems > 0:
+            raise ConfigError(
+                f"{prefix}.sparse_every and {prefix}.screen_problems are two schedules: set one "
+                f"(got sparse_every={self.sparse_every}, screen_problems={self.screen_problems})"
+            )
 
 
 @dataclass

@@ -49,7 +49,15 @@ from .collect import derived_seed, generate_blocks, score_blocks
 from .engines.base import SamplingParams
 from .eval_schedule import next_eval_point
 
-__all__ = ["Evaluator", "correct_matrix", "full_needed", "next_eval_point", "problem_record"]
+__all__ = [
+    "Evaluator",
+    "correct_matrix",
+    "full_needed",
+    "next_eval_point",
+    "problem_record",
+    "sparse_due",
+    "target_key",
+]
 
 
 class Evaluator:
@@ -203,3 +211,28 @@ def full_needed(e, state, screen: float, responses: int) -> bool:
         return True
     best = state.best_accuracy
     return best is not None and math.isfinite(best) and now < best - 2 * e.screen_margin
+
+
+def sparse_due(e, state, point: int, last_rollout: bool) -> bool:
+    """Whether the sparse schedule (``eval.sparse_every`` > 1) evaluates at schedule point ``point``
+    (1, 2, ... after the step-0 evaluation, counted over every point the run has reached, evaluated or
+    not): every ``sparse_every``-th point; every point while the last evaluation's accuracy is within
+    ``eval.dense_margin`` below a target the run has not reached (``state.targets``: the first
+    evaluation at or above it), so the evaluations around a crossing stay as dense as the full
+    schedule's; and the run's last rollout (``last_rollout``), so its curve ends where it stopped.
+
+    A crossing stays bracketed by two evaluations of the schedule's points; away from the targets the
+    brackets are ``sparse_every`` points wide. Measured on a pool of real runs against the full schedule
+    (``benchmarks/calibration/eval_brackets.py``, which replays this rule as ``K:S:E:M``): docs/speed.md.
+    The failure detectors read the evaluations the run makes, so an accuracy collapse far from every
+    target is seen up to ``sparse_every`` points later: keep the full schedule for a failure clock."""
+    if e.sparse_every <= 1 or last_rollout or point % e.sparse_every == 0:
+        return True
+    last = state.last_eval.get("eval/accuracy")
+    unreached = [float(a) for a in e.targets if state.targets.get(target_key(a)) is None]
+    return last is not None and bool(unreached) and last >= min(unreached) - e.dense_margin
+
+
+def target_key(a: float) -> str:
+    """A target's key in the trainer's state and ``summary.json`` (``0.25``)."""
+    return f"{float(a):g}"

@@ -43,7 +43,8 @@ from .collect import Collector, derived_seed
 from .config import Config, Derived
 from .curvature import ThetaOldInstruments
 from .distributed import DistEnv, Parallel
-from .evaluation import Evaluator, full_needed
+from .evaluation import Evaluator, full_needed, sparse_due
+from .evaluation import target_key as _target_key
 from .logprobs import LogprobPhase
 from .noise import PerSampleNoise
 from .noise_config import instruments_off_note
@@ -82,6 +83,7 @@ class TrainerState:
     screen_offsets: list[float] = field(default_factory=list)
     screen_last: float | None = None
     last_full_at: int = 0
+    eval_points: int = 0  # schedule points reached after step 0, evaluated or not (the sparse schedule)
 
 
 class Trainer:
@@ -259,7 +261,14 @@ class Trainer:
         )
         self._detect(row)
         self._last_rollout_s = time.perf_counter() - started  # (before the evaluation)
-        if self.failure is None and eval_due:
+        if self.failure is None and eval_due and self.cfg.eval.sparse_every > 1:
+            self.state.eval_points += 1
+            last = self.clocks.responses >= self.cfg.train.max_responses
+            if sparse_due(self.cfg.eval, self.state, self.state.eval_points, last):
+                self._evaluate_and_log()
+            else:
+                self.state.next_eval_at = self.evaluator.next_at(self.clocks.responses)
+        elif self.failure is None and eval_due:
             if not screen or full_needed(
                 self.cfg.eval, self.state, screen["eval/screen_accuracy"], self.clocks.responses
             ):
@@ -546,7 +555,3 @@ class _CountingLog:
 
     def close(self) -> None:
         pass
-
-
-def _target_key(a: float) -> str:
-    return f"{a:g}"

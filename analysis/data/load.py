@@ -54,6 +54,8 @@ DEFAULT_IGNORED_KEYS = (
     "train.max_responses",
     "train.stop_at_targets",
     "eval.horizon",
+    "eval.sparse_every",
+    "eval.dense_margin",
 )
 
 _SKIP_DIRS = {".hydra", "checkpoints", "__pycache__", ".git"}

@@ -47,7 +47,17 @@ from analysis.data.load import load_source  # noqa: E402
 from analysis.data.pool import thinned, unpack  # noqa: E402
 
 OUTCOMES = ("agrees", "overlaps", "disjoint", "censoring differs")
-COLUMNS = ["design", "problems", "samples", "every", "pairs", *OUTCOMES, "agreement", "eval_cost", "wall_cost"]
+COLUMNS = [
+    "design",
+    "problems",
+    "samples",
+    "every",
+    "pairs",
+    *OUTCOMES,
+    "agreement",
+    "eval_cost",
+    "wall_cost",
+]
 
 
 def parse_design(text: str) -> tuple[int, int, int, float]:
@@ -112,7 +122,9 @@ def _ends(lower, upper) -> tuple[float, float]:
 
 
 def eval_seconds(record) -> float:
-    return float(sum(float(row.get("perf/eval_s", 0.0) or 0.0) for row in record.rows if "eval/accuracy" in row))
+    return float(
+        sum(float(row.get("perf/eval_s", 0.0) or 0.0) for row in record.rows if "eval/accuracy" in row)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print("eval_brackets: no run with a per-problem record", file=sys.stderr)
         return 2
     horizon = args.horizon if args.horizon == "auto" else float(args.horizon)
-    options = ClockOptions(targets=tuple(args.targets) if args.targets else None, crossing=args.crossing, horizon=horizon)
+    options = ClockOptions(
+        targets=tuple(args.targets) if args.targets else None, crossing=args.crossing, horizon=horizon
+    )
     full = build_tables(records, options)
     targets = full.targets
     n_problems = {r.run: evals[r.run].problems for r in records}
@@ -161,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             if t is None:
                 continue
             if m >= 0:
-                acc = np.array([row["eval/accuracy"] for row in t.rows if "eval/accuracy" in row], dtype=float)
+                acc = np.array(
+                    [row["eval/accuracy"] for row in t.rows if "eval/accuracy" in row], dtype=float
+                )
                 t = keep_evaluations(t, near_targets(acc, targets, e, m))
             thin.append(t)
             n_full = sum("eval/accuracy" in row for row in r.rows)

@@ -327,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
                 dataclasses.replace(r, rows=[row for row in r.rows if float(row.get("responses", 0)) <= args.design_horizon])
                 for r in thin
             ]  # fmt: skip
-        design_options = dataclasses.replace(options, horizon=args.design_horizon) if args.design_horizon else options
+        design_options = (
+            dataclasses.replace(options, horizon=args.design_horizon) if args.design_horizon else options
+        )
         cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds)
         thin_keys = [key_of.get(r.run) for r in thin]
         top_label = f"target:{max(tables.targets):g}" if tables.targets else None

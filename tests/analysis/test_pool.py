@@ -6,8 +6,8 @@ keeps truth and design seeds disjoint and covers a known exponent on synthetic r
 from __future__ import annotations
 
 import dataclasses
-import math
 import json
+import math
 import sys
 import tarfile
 from pathlib import Path
@@ -112,18 +112,66 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     )
     # designs at the two end sizes only: 6 runs a design, the truth still from every size
     ends = tmp_path / "ends.csv"
-    assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--design-sizes", "32", "256", "--out", str(ends)]) == 0
-    assert "B = [32, 256] per condition; one design of every condition costs 6 runs" in capsys.readouterr().out
+    assert (
+        pool_coverage.main(
+            [
+                *argv,
+                "--truth-seeds",
+                "0-3",
+                "--crossing",
+                "interval",
+                "--design-sizes",
+                "32",
+                "256",
+                "--out",
+                str(ends),
+            ]
+        )
+        == 0
+    )
+    assert (
+        "B = [32, 256] per condition; one design of every condition costs 6 runs" in capsys.readouterr().out
+    )
     narrow = pd.read_csv(ends).set_index("clock").loc["common"]
     assert narrow["truth"] == common["truth"] and narrow["median_width"] != common["median_width"]
     # designs read (and priced) to a shorter horizon than the truth's
     short = tmp_path / "short.csv"
-    assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--design-horizon", "20000", "--out", str(short)]) == 0
+    assert (
+        pool_coverage.main(
+            [
+                *argv,
+                "--truth-seeds",
+                "0-3",
+                "--crossing",
+                "interval",
+                "--design-horizon",
+                "20000",
+                "--out",
+                str(short),
+            ]
+        )
+        == 0
+    )
     assert "read to 20,000 responses" in capsys.readouterr().out
     assert pd.read_csv(short).set_index("clock").loc["common", "truth"] == common["truth"]
     # per-size horizons from each design's first two seeds: every design still identifies the common α
     sized = tmp_path / "sized.csv"
-    assert pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--size-horizon-factor", "2", "--out", str(sized)]) == 0
+    assert (
+        pool_coverage.main(
+            [
+                *argv,
+                "--truth-seeds",
+                "0-3",
+                "--crossing",
+                "interval",
+                "--size-horizon-factor",
+                "2",
+                "--out",
+                str(sized),
+            ]
+        )
+        == 0
+    )
     assert "per-size horizons (2 x the slowest crossing of the top target" in capsys.readouterr().out
     per_size = pd.read_csv(sized).set_index("clock").loc["common"]
     assert per_size["unidentified"] == 0 and per_size["truth"] == common["truth"]
@@ -160,7 +208,12 @@ def test_thinner_evaluations_are_compared_bracket_by_bracket(tiny_runs, capsys):
     assert eval_brackets.near_targets(acc, [0.3], 3, 0.05).tolist() == [0, 3, 4, 5, 6, 8]
     assert eval_brackets.near_targets(acc, [0.3], 3, -1.0).tolist() == [0, 3, 6, 8]
     out = tiny_runs.parent / "brackets.csv"
-    assert eval_brackets.main(["--runs", str(tiny_runs), "--designs", "0:2:1", "0:2:2", "0:1:1", "--out", str(out)]) == 0
+    assert (
+        eval_brackets.main(
+            ["--runs", str(tiny_runs), "--designs", "0:2:1", "0:2:2", "0:1:1", "--out", str(out)]
+        )
+        == 0
+    )
     table = pd.read_csv(out).set_index("design")
     # the full evaluation replayed is the full evaluation: every bracket agrees, at the full cost
     assert table.loc["all:2:1", "agreement"] == 1.0 and table.loc["all:2:1", "eval_cost"] == 1.0
@@ -180,7 +233,12 @@ def test_per_size_horizons_come_from_the_pilot_seeds_only():
     records = [run("a0", 0), run("a1", 1), run("a2", 2), run("b0", 0)]
     key_of = {"a0": ("c", 0), "a1": ("c", 1), "a2": ("c", 2), "b0": ("d", 0)}
     # B, crossing of the top target (NaN: censored), the pool's horizon
-    top = {"a0": (64.0, 700.0, 4096.0), "a1": (64.0, 900.0, 4096.0), "a2": (64.0, 3000.0, 4096.0), "b0": (64.0, math.nan, 4096.0)}
+    top = {
+        "a0": (64.0, 700.0, 4096.0),
+        "a1": (64.0, 900.0, 4096.0),
+        "a2": (64.0, 3000.0, 4096.0),
+        "b0": (64.0, math.nan, 4096.0),
+    }
     pilot = {("c", 0), ("c", 1), ("d", 0)}
     out, hours = pool_coverage.size_horizons(records, top, pilot, key_of, 2.0)
     # condition c: 2 x 900 = 1800 -> 1856, whole rollouts of 64, for every seed (a2's later crossing is
