@@ -111,13 +111,17 @@ def thinned(
     samples: int | None = None,
     every: int = 1,
     records: EvalRecords | None = None,
+    margin: float | None = None,
+    targets: Sequence[float] = (),
 ) -> RunRecord | None:
     """``record`` with its evaluation rows as a thinner evaluation would have logged them
     (:func:`analysis.data.eval_records.replay`: ``eval/accuracy`` the mean over ``problems`` of their first
     ``samples`` responses; with ``every`` > 1 only the step-0 evaluation and every ``every``-th after it
-    keep their row, and the last one where the run ended on it). None where the run has no readable
-    per-problem record, or its record does not match its evaluation rows (their number and clocks).
-    ``records``: the run's record where the caller has read it already (else it is read here)."""
+    keep their row, and the last one where the run ended on it; with a ``margin``, the sparse schedule of
+    ``eval.sparse_every`` = ``every``, ``eval.dense_margin`` = ``margin`` on ``targets``:
+    :func:`sparse_points`). None where the run has no readable per-problem record, or its record does not
+    match its evaluation rows (their number and clocks). ``records``: the run's record where the caller
+    has read it already (else it is read here)."""
     records = records if records is not None else read_eval_records(record.path)
     evals = [i for i, row in enumerate(record.rows) if "eval/accuracy" in row]
     if records is None or len(evals) != records.responses.size:
@@ -125,7 +129,10 @@ def thinned(
     if not np.allclose([float(record.rows[i]["responses"]) for i in evals], records.responses):
         return None
     full = replay(records, problems, samples, every=1)
-    kept = set(range(0, len(evals), every)) | ({len(evals) - 1} if every > 1 else set())
+    if margin is not None:
+        kept = set(sparse_points(full["accuracy"].to_numpy(float), targets, every, margin).tolist())
+    else:
+        kept = set(range(0, len(evals), every)) | ({len(evals) - 1} if every > 1 else set())
     rows = []
     for i, row in enumerate(record.rows):
         if i not in evals:
@@ -137,6 +144,23 @@ def thinned(
                 {**row, "eval/accuracy": float(full["accuracy"][k]), "eval/responses": int(full["n"][k])}
             )
     return dataclasses.replace(record, rows=rows)
+
+
+def sparse_points(accuracy: np.ndarray, targets: Sequence[float], every: int, margin: float) -> np.ndarray:
+    """The evaluation points (indices, step 0 first) that the sparse schedule keeps of a full schedule
+    whose accuracies are ``accuracy`` (``rlvr_scaling.evaluation.sparse_due``, replayed): every
+    ``every``-th point, every point while the last kept evaluation is within ``margin`` below a target
+    no kept evaluation has reached, and the last point (a run that ended on it)."""
+    kept: list[int] = []
+    reached: set[float] = set()
+    for i, acc in enumerate(np.asarray(accuracy, dtype=float)):
+        last = accuracy[kept[-1]] if kept else -np.inf
+        unreached = [a for a in targets if a not in reached]
+        dense = bool(unreached) and last >= min(unreached) - margin
+        if i % every == 0 or dense or i == len(accuracy) - 1:
+            kept.append(i)
+            reached |= {a for a in targets if np.isfinite(acc) and acc >= a}
+    return np.asarray(kept, dtype=int)
 
 
 def main(argv: list[str] | None = None) -> int:

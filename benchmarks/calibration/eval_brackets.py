@@ -29,7 +29,6 @@ generation batch is somewhat less efficient, so the saving is an upper bound). P
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
 import tempfile
@@ -62,35 +61,13 @@ COLUMNS = [
 
 def parse_design(text: str) -> tuple[int, int, int, float]:
     """``K:S:E`` or ``K:S:E:M`` -> (problems, samples, every, margin); K = 0 keeps every problem, no M
-    (or M < 0): every E-th point, else every point while a target is within M (see ``near_targets``)."""
+    (or M < 0): every E-th point, else the sparse schedule (``eval.sparse_every`` E, ``eval.dense_margin`` M:
+    :func:`analysis.data.pool.sparse_points`)."""
     parts = text.split(":")
     if len(parts) not in (3, 4):
         raise argparse.ArgumentTypeError(f"a design is PROBLEMS:SAMPLES:EVERY[:MARGIN], got {text!r}")
     margin = float(parts[3]) if len(parts) == 4 else -1.0
     return int(parts[0]), int(parts[1]), int(parts[2]), margin
-
-
-def near_targets(accuracy: np.ndarray, targets, every: int, margin: float) -> np.ndarray:
-    """Indices of the evaluation points a schedule keeps that evaluates every ``every``-th point, and
-    every point in between while the last evaluation it ran is within ``margin`` below a target it has
-    not yet seen reached (a schedule that decides the next point from the evaluations it has): dense
-    near a crossing, sparse elsewhere. The last point is always kept."""
-    kept, best = [], -np.inf
-    for i, acc in enumerate(accuracy):
-        last = accuracy[kept[-1]] if kept else -np.inf
-        open_ = [a for a in targets if a > best]
-        dense = any(last >= a - margin for a in open_)
-        if i % every == 0 or dense or i == len(accuracy) - 1:
-            kept.append(i)
-            best = max(best, acc) if np.isfinite(acc) else best
-    return np.asarray(kept, dtype=int)
-
-
-def keep_evaluations(record, kept: np.ndarray):
-    """``record`` with only the evaluation rows at the indices ``kept`` (of its evaluations)."""
-    evals = [i for i, row in enumerate(record.rows) if "eval/accuracy" in row]
-    drop = {evals[k] for k in range(len(evals)) if k not in set(kept.tolist())}
-    return dataclasses.replace(record, rows=[row for i, row in enumerate(record.rows) if i not in drop])
 
 
 def compare(full: pd.DataFrame, thin: pd.DataFrame, targets) -> dict[str, int]:
@@ -171,14 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         for r in records:
             rec = evals[r.run]
             problems = problem_subset(rec.problems, k) if 0 < k < rec.problems else None
-            t = thinned(r, problems, min(s, rec.samples), e if m < 0 else 1, records=rec)
+            margin = m if m >= 0 else None
+            t = thinned(r, problems, min(s, rec.samples), e, records=rec, margin=margin, targets=targets)
             if t is None:
                 continue
-            if m >= 0:
-                acc = np.array(
-                    [row["eval/accuracy"] for row in t.rows if "eval/accuracy" in row], dtype=float
-                )
-                t = keep_evaluations(t, near_targets(acc, targets, e, m))
             thin.append(t)
             n_full = sum("eval/accuracy" in row for row in r.rows)
             n_thin = sum("eval/accuracy" in row for row in t.rows)

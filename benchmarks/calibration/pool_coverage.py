@@ -20,7 +20,8 @@ exact: with truth variance ``r`` times the design's, about ``P(|Z| < 1.96 / sqrt
 r = 1/2, 92 % at r = 1/4). The table prints the truth's own interval width beside the designs' so the
 reader can judge; more truth seeds make the check sharper.
 
-Thinner evaluations (``--eval-problems K``, ``--eval-samples S``, ``--eval-every E``): every design run's
+Thinner evaluations (``--eval-problems K``, ``--eval-samples S``, ``--eval-every E``, with
+``--eval-margin M`` the sparse schedule ``eval.sparse_every`` E, ``eval.dense_margin`` M): every design run's
 evaluation rows are replaced by those the thinner evaluation would have logged, from its per-problem
 record (:func:`analysis.data.pool.thinned`; the same K problems in every run: common random numbers),
 while the truth keeps full evaluations. Runs without a record are left out of such designs (counted).
@@ -152,11 +153,26 @@ def size_horizons(records, top: dict, pilot: set, key_of: dict, factor: float) -
 def _thin(records, args) -> tuple[list, int]:
     if not (args.eval_problems or args.eval_samples or args.eval_every > 1):
         return records, 0
+    targets = args.targets or sorted(
+        {float(a) for r in records for a in r.config.get("eval", {}).get("targets", [])}
+    )
     kept, dropped = [], 0
     for r in records:
         rec = read_eval_records(r.path)
         problems = problem_subset(rec.problems, args.eval_problems) if rec and args.eval_problems else None
-        t = thinned(r, problems, args.eval_samples, args.eval_every, records=rec) if rec else None
+        t = (
+            thinned(
+                r,
+                problems,
+                args.eval_samples,
+                args.eval_every,
+                records=rec,
+                margin=args.eval_margin,
+                targets=targets,
+            )
+            if rec
+            else None
+        )
         kept += [t] if t is not None else []
         dropped += t is None
     return kept, dropped
@@ -281,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-problems", type=int, default=0, help="thinner evaluation: problems (0: all)")
     p.add_argument("--eval-samples", type=int, default=None, help="thinner evaluation: samples per problem")
     p.add_argument("--eval-every", type=int, default=1, help="thinner evaluation: every E-th evaluation")
+    p.add_argument(
+        "--eval-margin", type=float, default=None,
+        help="with --eval-every: the sparse schedule (eval.sparse_every, eval.dense_margin = this), dense near a target",
+    )  # fmt: skip
     p.add_argument(
         "--design-sizes", type=float, nargs="*", default=None,
         help="rollout sizes B the designs run (default: every size; the truth keeps every size)",

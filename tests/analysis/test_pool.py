@@ -203,10 +203,12 @@ def test_joint_coverage_counts_the_truths_own_noise():
 def test_thinner_evaluations_are_compared_bracket_by_bracket(tiny_runs, capsys):
     import eval_brackets
 
+    from analysis.data.pool import sparse_points
+
     acc = np.array([0.1, 0.12, 0.2, 0.26, 0.27, 0.3, 0.31, 0.4, 0.41])
     # every 3rd point, dense while the last evaluation is within 0.05 of an unreached target (0.3)
-    assert eval_brackets.near_targets(acc, [0.3], 3, 0.05).tolist() == [0, 3, 4, 5, 6, 8]
-    assert eval_brackets.near_targets(acc, [0.3], 3, -1.0).tolist() == [0, 3, 6, 8]
+    assert sparse_points(acc, [0.3], 3, 0.05).tolist() == [0, 3, 4, 5, 6, 8]
+    assert sparse_points(acc, [0.3], 3, 0.0).tolist() == [0, 3, 6, 8]
     out = tiny_runs.parent / "brackets.csv"
     assert (
         eval_brackets.main(

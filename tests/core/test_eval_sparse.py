@@ -1,25 +1,21 @@
 """The sparse evaluation schedule (``eval.sparse_every``): which points it evaluates, that it changes
 nothing else (training rows, the numbers of the evaluations it runs), that the pool's replay of it
-(``benchmarks/calibration/eval_brackets.py``) picks the same points, and that a wrong key is named."""
+(``analysis.data.pool.sparse_points``) picks the same points, and that a wrong key is named."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from analysis.data.pool import sparse_points
 from rlvr_scaling.config import EvalConfig
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.evaluation import sparse_due
 from rlvr_scaling.run import train
 from rlvr_scaling.trainer import TrainerState
 from tests.conftest import tiny_config
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "calibration"))
-import eval_brackets  # noqa: E402
 
 
 def test_sparse_points_dense_near_an_unreached_target():
@@ -69,6 +65,6 @@ def test_the_sparse_schedule_changes_only_which_points_are_evaluated(cache_dir, 
     assert all(r == by_clock[r["responses"]] for r in ran), "an evaluation it runs is the full schedule's"
     # the pool's replay of the rule on the full run keeps exactly the points the trainer evaluated
     acc = np.array([r["eval/accuracy"] for r in full_evals])
-    kept = eval_brackets.near_targets(acc, [0.3, 0.6], 3, 0.05)
+    kept = sparse_points(acc, [0.3, 0.6], 3, 0.05)
     assert [full_evals[i]["responses"] for i in kept] == [r["responses"] for r in ran]
     assert ran[-1]["responses"] == 160  # the last rollout is evaluated
