@@ -22,6 +22,7 @@ provenance) and the PNG/PDF figures
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -94,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         metavar="auto|none|N|FILE.json",
         help="responses up to which crossings and failures are read (default auto: the horizon the runs "
-        "record, per condition the eval.horizon its runs set, else each run's train.max_responses)",
+        "record, per condition the eval.horizon its runs set, else each run's train.max_responses; "
+        "FILE.json: condition label -> responses, or -> {B: responses})",
     )
     p.add_argument(
         "--continuous-brackets",
@@ -381,7 +383,9 @@ def _horizon_arg(text: str) -> float | str | None:
 
 
 def read_horizons(path: str) -> tuple:
-    """``--horizon FILE.json``: ``{condition label: responses}`` as ``ClockOptions.horizon`` takes it;
+    """``--horizon FILE.json``: ``{condition label: responses}``, where a condition's responses may be
+    given per rollout size as ``{B: responses}`` (``rlvr-study`` with ``horizon_per_size``), as
+    ``ClockOptions.horizon`` takes it (``((label, responses or ((B, responses), ...)), ...)``);
     ValueError names the file and what is wrong with it."""
     import json
 
@@ -389,11 +393,28 @@ def read_horizons(path: str) -> tuple:
         mapping = json.loads(Path(path).read_text())
     except (OSError, ValueError) as err:
         raise ValueError(f"--horizon: cannot read {path}: {err}") from None
-    if not isinstance(mapping, dict) or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in mapping.values()
-    ):
-        raise ValueError(f"--horizon: {path} must map condition labels to positive responses")
-    return tuple(sorted((str(k), float(v)) for k, v in mapping.items()))
+
+    def positive(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf
+
+    def size(k) -> float:
+        try:
+            return float(k)
+        except ValueError:
+            return math.nan
+
+    def value(v):
+        if isinstance(v, dict) and v and all(positive(size(k)) and positive(h) for k, h in v.items()):
+            return tuple(sorted((size(k), float(h)) for k, h in v.items()))
+        return float(v) if positive(v) else None
+
+    out = {str(k): value(v) for k, v in mapping.items()} if isinstance(mapping, dict) else None
+    if out is None or any(v is None for v in out.values()):
+        raise ValueError(
+            f"--horizon: {path} must map condition labels to positive responses, or to "
+            "{rollout size B: positive responses}"
+        )
+    return tuple(sorted(out.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_study.measure import Measurement, format_widths, measure, plateau_lines
+from rlvr_study.measure import Measurement, analysis_horizons, format_widths, measure, plateau_lines
 from rlvr_study.plan import pilots_from_fits
 from rlvr_study.rounds import (
     RoundPlan,
@@ -53,7 +53,7 @@ from rlvr_study.rounds import (
     round_budget,
     stop_before_round,
 )
-from rlvr_study.study_file import Study, StudyError, load_study
+from rlvr_study.study_file import Horizons, Study, StudyError, horizon_at, load_study
 from rlvr_study.triage import Triage, status_lines, triage
 
 STATE = "study_state.json"
@@ -99,17 +99,17 @@ def base_overrides(study, condition: int | None = None) -> list[str]:
 
 
 def round_jobs(
-    study, launches, horizons: dict[int, float] | None = None, run_budget: float = math.inf
+    study, launches, horizons: Horizons | None = None, run_budget: float = math.inf
 ) -> list[list[str]]:
     """A round's jobs, one override list per run: its condition's overrides, seed and size; never
-    stopped at its targets; where the study fixed the condition's horizon, read to it (``eval.horizon``)
-    and, when it is below the run budget, trained to it (``train.max_responses``). Neither
-    ``train.stop_at_targets`` nor ``eval.horizon`` names a run directory (conf/config.yaml)."""
-    horizons = horizons or {}
+    stopped at its targets; where the study fixed the condition's horizon (one, or one per size), read
+    to its size's (``eval.horizon``) and, when it is below the run budget, trained to it
+    (``train.max_responses``). Neither ``train.stop_at_targets`` nor ``eval.horizon`` names a run
+    directory (conf/config.yaml)."""
 
-    def horizon(cond: int) -> list[str]:
-        h = horizons.get(cond)
-        if h is None or not math.isfinite(h):
+    def horizon(cond: int, p: int) -> list[str]:
+        h = horizon_at(horizons, cond, p)
+        if not math.isfinite(h):
             return []
         return [f"eval.horizon={int(h)}", *([f"train.max_responses={int(h)}"] if h < run_budget else [])]
 
@@ -117,7 +117,7 @@ def round_jobs(
         [
             *study.condition_overrides(x.condition),
             "train.stop_at_targets=false",
-            *horizon(x.condition),
+            *horizon(x.condition, p),
             f"seed={s}",
             f"rollout.prompts_per_rollout={p}",
         ]
@@ -127,31 +127,60 @@ def round_jobs(
     ]
 
 
-def study_horizons(state: dict) -> dict[int, float]:
-    """The horizons the study fixed after its pilot (condition index -> responses)."""
-    return {int(k): float(v) for k, v in (state.get("horizons") or {}).items()}
+def study_horizons(state: dict) -> Horizons:
+    """The horizons the study fixed after its pilot: condition index -> responses, or, with
+    ``horizon_per_size``, condition index -> {P: responses} (the state's JSON keys P as strings)."""
+    out: Horizons = {}
+    for k, v in (state.get("horizons") or {}).items():
+        out[int(k)] = {int(p): float(h) for p, h in v.items()} if isinstance(v, dict) else float(v)
+    return out
 
 
 HORIZONS = "horizons.json"
 
 
-def fix_horizons(study, state: dict, m) -> dict[int, float]:
+def _finite(h):
+    """A proposed horizon without its infinite parts (None where nothing finite is left)."""
+    if isinstance(h, dict):
+        h = {p: v for p, v in h.items() if math.isfinite(v)}
+        return h or None
+    return h if math.isfinite(h) else None
+
+
+def fix_horizons(study, state: dict, m) -> Horizons:
     """After the pilot: fix each targets condition's horizon from its pilot runs (``horizon_factor``
     times the slowest crossing of the top target at the reference size:
-    :func:`rlvr_study.measure.proposed_horizon`), record it in the state, and write
-    ``<folder>/horizons.json`` (condition label -> responses) for ``rlvr-analyze --horizon``. Done once:
-    later runs cannot move it."""
+    :func:`rlvr_study.measure.proposed_horizon`; with ``horizon_per_size``, one per size from the
+    crossings at that size: :func:`rlvr_study.measure.proposed_size_horizons`), record it in the state
+    (a per-size one keyed by P), and write ``<folder>/horizons.json`` (condition label -> responses, a
+    per-size one as {B: responses}) for ``rlvr-analyze --horizon``. Done once: later runs cannot move it."""
     if "horizons" in state:
         return study_horizons(state)
-    fixed = {i: h for i, h in m.proposed_horizons.items() if math.isfinite(h)}
-    state["horizons"] = {str(i): h for i, h in fixed.items()}
-    labels = {m.labels[i]: h for i, h in fixed.items() if m.labels.get(i)}
+    fixed = {i: _finite(h) for i, h in m.proposed_horizons.items() if _finite(h) is not None}
+    state["horizons"] = {
+        str(i): ({str(p): v for p, v in h.items()} if isinstance(h, dict) else h) for i, h in fixed.items()
+    }
+    labels = analysis_horizons(fixed, m.labels, m.group_size)
     path = Path(study.folder) / HORIZONS
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(labels, indent=1, sort_keys=True))
+    path.write_text(json.dumps({k: _json_keys(h) for k, h in labels.items()}, indent=1, sort_keys=True))
     for i, h in sorted(fixed.items()):
-        print(f"  condition {i}: horizon {h:g} responses (crossings read up to it; later runs train to it)")
+        if isinstance(h, dict):
+            g = next(iter(m.group_size.values()), 1)
+            sizes = ", ".join(f"B={p * m.group_size.get(p, g)} {v:g}" for p, v in sorted(h.items()))
+            print(
+                f"  condition {i}: horizons {sizes} responses (read up to each; later runs train to their size's)"
+            )
+        else:
+            print(
+                f"  condition {i}: horizon {h:g} responses (crossings read up to it; later runs train to it)"
+            )
     return fixed
+
+
+def _json_keys(h):
+    """A per-size horizon with its sizes as JSON keys (``{"256": responses}``); a number as it is."""
+    return {f"{b:g}": v for b, v in h.items()} if isinstance(h, dict) else h
 
 
 def jobs_file(study, round_index: int) -> Path:

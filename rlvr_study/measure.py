@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rlvr_scaling.run_names import override_value
-from rlvr_study.study_file import Study
+from rlvr_study.study_file import Horizons, Study
 
 
 @dataclass
@@ -31,7 +31,8 @@ class Measurement:
     message: str = ""
     labels: dict[int, str] = field(default_factory=dict)  # condition index -> the analysis' label
     horizons: dict[int, float] = field(default_factory=dict)  # condition index -> horizon read to
-    proposed_horizons: dict[int, float] = field(default_factory=dict)  # from these runs (horizon_factor)
+    # from these runs (horizon_factor): a number, or P -> responses with horizon_per_size
+    proposed_horizons: dict[int, float | dict[int, float]] = field(default_factory=dict)
     tables: object = None  # the analysis.data.clock_tables.Tables fitted
     exps: pd.DataFrame | None = None  # the exponents table
 
@@ -72,11 +73,12 @@ def condition_index(row: pd.Series, study: Study) -> int | None:
     return None
 
 
-def measure(study: Study, horizons: dict[int, float] | None = None) -> Measurement:
+def measure(study: Study, horizons: Horizons | None = None) -> Measurement:
     """Fit the study's folder (same tables and bootstrap as ``rlvr-analyze`` with ``--bootstrap``
     ``study.bootstrap``, ``--targets`` ``study.targets`` and ``--horizon`` the study's
     ``horizons.json``) and return the requested widths. ``horizons``: condition index -> the horizon
-    the study fixed for it (the others: the runs' own, ``analysis.data.clock_tables``)."""
+    the study fixed for it, a number or P -> responses (the others: the runs' own,
+    ``analysis.data.clock_tables``)."""
     from analysis.data.clock_tables import build_tables
     from analysis.data.load import load_source
     from analysis.fits.exponents import fit_conditions
@@ -90,22 +92,25 @@ def measure(study: Study, horizons: dict[int, float] | None = None) -> Measureme
     if tables.runs.empty:
         return Measurement(pd.DataFrame(), empty_runs, 0.0, {}, "no readable run yet")
     if horizons:
-        labels = condition_labels(study, tables)
-        fixed = {labels[i]: h for i, h in horizons.items() if labels.get(i)}
+        group = {int(p): int(g) for p, g in zip(tables.runs["P"], tables.runs["G"])}
+        fixed = analysis_horizons(horizons, condition_labels(study, tables), group)
         tables = build_tables(loaded.runs, clock_options(study, fixed))
     exps, fits = fit_conditions(tables, n_boot=study.bootstrap, joint_model=False)
     return measurement(study, tables, exps, fits)
 
 
-def clock_options(study: Study, horizons: dict[str, float] | None = None):
+def clock_options(study: Study, horizons: dict | None = None):
     """The analysis options of a study: its targets and crossing rule, and the horizons it fixed
-    (condition label -> responses; "auto" for the others)."""
+    (:func:`analysis_horizons`: condition label -> responses or {B: responses}; "auto" for the others)."""
     from analysis.data.clock_tables import ClockOptions
+
+    def value(h):
+        return tuple(sorted(h.items())) if isinstance(h, dict) else h
 
     return ClockOptions(
         targets=tuple(study.targets) if study.targets else None,
         crossing=study.crossing,
-        horizon=tuple(sorted(horizons.items())) if horizons else "auto",
+        horizon=tuple(sorted((k, value(h)) for k, h in horizons.items())) if horizons else "auto",
     )
 
 
@@ -118,6 +123,22 @@ def condition_labels(study: Study, tables) -> dict[int, str]:
         labels = sorted({label for c, label in zip(cond, tables.runs["condition"]) if c == i})
         out[i] = labels[0] if len(labels) == 1 else ""
     return out
+
+
+def _pilot_horizon(study: Study, at: pd.DataFrame, top: str, step: float, cap: float) -> float:
+    """``horizon_factor`` times the slowest crossing of ``top`` among the runs ``at``, rounded up to a
+    whole rollout of ``step`` responses and capped at ``cap``; ``cap`` itself where a run there never
+    crossed within it (or there is none): the pilot has not seen the time scale there."""
+    if at.empty or at[f"{top}:censored"].astype(bool).any():
+        return cap
+    slowest = float(at[top].max())
+    return float(min(cap, math.ceil(study.horizon_factor * slowest / step) * step))
+
+
+def _read_to(runs: pd.DataFrame, run_budget: float) -> float:
+    """What runs were read to: the smallest horizon among them, at most the run budget."""
+    h = runs["horizon"].to_numpy(float) if "horizon" in runs and len(runs) else np.array([np.nan])
+    return min(float(np.nanmin(h)), run_budget) if np.isfinite(h).any() else run_budget
 
 
 def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> float:
@@ -141,11 +162,48 @@ def proposed_horizon(study: Study, tables, label: str, run_budget: float) -> flo
     ref = runs["lr.ref_responses"].dropna() if "lr.ref_responses" in runs else pd.Series(dtype=float)
     ref_b = float(ref.iloc[0]) if len(ref) else float(np.exp(np.log(sizes).mean()))
     at = runs[runs["B"] == sizes[np.argmin(np.abs(np.log(sizes) - np.log(ref_b)))]]
-    if at[f"{top}:censored"].astype(bool).any():
-        return now
-    slowest = float(at[top].max())
-    step = float(sizes.max())
-    return float(min(now, math.ceil(study.horizon_factor * slowest / step) * step))
+    return _pilot_horizon(study, at, top, float(sizes.max()), now)
+
+
+def proposed_size_horizons(
+    study: Study, tables, label: str, run_budget: float, group: dict[int, int]
+) -> dict[int, float]:
+    """The horizons of a targets condition per size (``horizon_per_size``), P (prompts per rollout) ->
+    responses: at every size of the study, ``horizon_factor`` times the slowest pilot crossing of the
+    top target there, rounded up to a whole rollout of that size (B = P G, ``group``: P -> G) and
+    capped at what the runs there were read to (at most the run budget); that cap where a pilot run
+    at the size did not cross within it, or no run of the size was read. :func:`proposed_horizon` per
+    size: a small rollout size crosses early and is the expensive run, so a horizon of its own spares
+    the responses a run there would spend past its time scale. Empty where the condition has no run."""
+    from analysis.data.clock_tables import target_label
+
+    runs = tables.runs[tables.runs["condition"] == label]
+    if runs.empty or not tables.targets:
+        return {}
+    now = _read_to(runs, run_budget)
+    top = target_label(max(tables.targets))
+    default_g = next(iter(group.values()), 1)
+    out = {}
+    for p in study.sizes:
+        at = runs[runs["P"].astype(int) == p] if top in runs else runs.iloc[0:0]
+        step = float(at["B"].iloc[0]) if len(at) else float(p * group.get(p, default_g))
+        out[p] = _pilot_horizon(study, at, top, step, _read_to(at, run_budget) if len(at) else now)
+    return out
+
+
+def analysis_horizons(horizons, labels: dict[int, str], group: dict[int, int]) -> dict:
+    """The study's fixed horizons as the analysis takes them: condition label -> responses, or, for a
+    per-size horizon, label -> {B: responses} (the study keys its sizes by P, the analysis by the
+    rollout size B = P G, ``group``: P -> G); conditions without a label are left out."""
+    default_g = next(iter(group.values()), 1)
+    out = {}
+    for i, h in horizons.items():
+        if not labels.get(i):
+            continue
+        if isinstance(h, dict):
+            h = {float(p * group.get(p, default_g)): float(v) for p, v in h.items()}
+        out[labels[i]] = h
+    return out
 
 
 def _runs_table(tables, t: pd.DataFrame) -> pd.DataFrame:
@@ -269,7 +327,10 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
             if label and len(mine):
                 out.horizons[i] = float(mine.min())
                 budget = float(np.nanmax(t.loc[t["cond"] == i, "budget"])) if "budget" in t else math.inf
-                if study.clock_of(i) == "targets":
+                if study.clock_of(i) == "targets" and study.horizon_per_size:
+                    sizes = proposed_size_horizons(study, tables, label, budget, group_size)
+                    out.proposed_horizons[i] = sizes or math.inf
+                elif study.clock_of(i) == "targets":
                     out.proposed_horizons[i] = proposed_horizon(study, tables, label, budget)
     return out
 

@@ -141,14 +141,23 @@ class Truth:
     sigma: float  # scatter of log R at a size
     budget: float = math.inf  # train.max_responses (inf: never censored)
     schedule: Schedule | None = None  # evaluation schedule (None with an infinite budget: exact times)
+    # ((B, budget), ...): the budget at those sizes where it differs by size (a study's per-size horizons)
+    budgets: tuple[tuple[float, float], ...] = ()
+
+
+def budget_at(truth: Truth, size: float) -> float:
+    """The responses a run at rollout size ``size`` is read to: its size's in ``truth.budgets``, else
+    ``truth.budget``."""
+    return next((h for b, h in truth.budgets if b == size), truth.budget)
 
 
 def _edges(size: float, truth: Truth) -> np.ndarray:
     """Log-space interval edges of the observation at ``size``: -inf, log t_1, ..., log t_m, +inf;
     exact observation (no finite edges) when the budget is infinite and there is no schedule."""
-    if not math.isfinite(truth.budget):
+    budget = budget_at(truth, size)
+    if not math.isfinite(budget):
         return np.array([-np.inf, np.inf])
-    return np.concatenate([[-np.inf], np.log(eval_grid(size, truth.budget, truth.schedule)), [np.inf]])
+    return np.concatenate([[-np.inf], np.log(eval_grid(size, budget, truth.schedule)), [np.inf]])
 
 
 def size_information(size: float, truth: Truth) -> tuple[np.ndarray, float]:
@@ -304,8 +313,9 @@ def plan_design(
         keep = np.isin(np.arange(sizes.size), keep)
         dropped.append("fewer than 2 sizes below the censoring limit: the 2 least censored kept")
     sizes, infos, pcens = sizes[keep], infos[:, keep], pcens[keep]
-    budget = truths[0].budget
-    cost = np.array([run_responses(b, budget) if math.isfinite(budget) else 1.0 for b in sizes])
+    budgets = [budget_at(truths[0], b) for b in sizes]
+    finite = all(math.isfinite(h) for h in budgets)
+    cost = np.array([run_responses(b, h) if finite else 1.0 for b, h in zip(sizes, budgets)])
     n = np.full(sizes.size, min_seeds, dtype=int)
 
     def variance(counts: np.ndarray) -> float:
@@ -339,8 +349,8 @@ def plan_design(
         dropped=dropped,
         reached=w <= width,
     )
-    if math.isfinite(budget):
-        per_run = np.array([run_responses(b, budget) for b in sizes])
+    if finite:
+        per_run = cost
         design.responses = float(len(truths) * (n * per_run).sum())
         if seconds_per_response is not None:
             spr = np.array([seconds_per_response(b) for b in sizes])
@@ -373,13 +383,13 @@ def simulate_crossings(sizes, seeds, truth: Truth, rng: np.random.Generator):
     B, values, censored, lower = [], [], [], []
     for b, n in zip(sizes, seeds):
         r = np.exp(truth.intercept + truth.alpha * math.log(b) + truth.sigma * rng.standard_normal(int(n)))
-        if not math.isfinite(truth.budget):
+        if not math.isfinite(budget_at(truth, b)):
             B += [b] * int(n)
             values += list(r)
             censored += [False] * int(n)
             lower += [math.nan] * int(n)
             continue
-        grid = eval_grid(b, truth.budget, truth.schedule)
+        grid = eval_grid(b, budget_at(truth, b), truth.schedule)
         k = np.searchsorted(grid, r, side="left")  # first evaluation with clock >= crossing
         cens = k >= grid.size
         kk = np.minimum(k, grid.size - 1)
@@ -491,7 +501,9 @@ def pilots_from_fits(tables, exps: pd.DataFrame, throughput=None) -> list[PilotC
         for r in rows.itertuples():
             runs = tables.runs[(tables.runs["condition"] == r.condition) & tables.runs["in_fit"]]
             budget = float(np.nanmedian(runs["budget"])) if runs["budget"].notna().any() else math.inf
+            per_size = {}
             if "horizon" in runs and np.isfinite(runs["horizon"]).any():
+                per_size = {b: min(budget, float(h.min())) for b, h in runs["horizon"].groupby(runs["B"])}
                 budget = min(budget, float(np.nanmin(runs["horizon"])))  # read no further than it
             truth = Truth(
                 alpha=float(r.exponent),
@@ -499,6 +511,8 @@ def pilots_from_fits(tables, exps: pd.DataFrame, throughput=None) -> list[PilotC
                 sigma=pooled,
                 budget=budget,
                 schedule=schedule_of(runs),
+                # a horizon per size (a study's horizon_per_size): each size read to its own
+                budgets=tuple(sorted(per_size.items())) if len(set(per_size.values())) > 1 else (),
             )
             spr = seconds_per_response_model(tables, r.condition, throughput)
             out.append(

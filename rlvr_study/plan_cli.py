@@ -165,6 +165,7 @@ def _with_stated(c: PilotCondition, args: argparse.Namespace) -> PilotCondition:
         intercept=c.truth.intercept if args.prefactor is None else math.log(args.prefactor),
         sigma=c.truth.sigma if args.sigma is None else args.sigma,
         budget=c.truth.budget if args.budget is None else args.budget,
+        budgets=c.truth.budgets if args.budget is None else (),  # a stated budget holds at every size
         schedule=c.truth.schedule
         if args.eval_every is None
         else Schedule(args.schedule, args.eval_every, args.first_responses, args.points_per_doubling),

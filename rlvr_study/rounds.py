@@ -6,7 +6,7 @@ returns its result:
 
 1. :func:`cost_model`: the expected responses and wall seconds of one more run of each (condition, P):
    the median of the ended runs of that condition and size, else the run budget (the condition's
-   horizon where the study fixed one);
+   horizon at that size where the study fixed one);
 2. :func:`wanted_runs`: the runs each (condition, P) should have for every interval still wider than its
    goal. A target's α (or the common α, through its targets): the planner's design
    (:func:`rlvr_study.plan.plan_design`, fed by :func:`rlvr_study.plan.pilots_from_fits`) at the sizes
@@ -36,7 +36,7 @@ import pandas as pd
 from rlvr_study.measure import Measurement
 from rlvr_study.paired import OpenInterval, SeedCost, paired_round, seeds_to_goal
 from rlvr_study.plan import Truth, design_width, plan_design, run_responses
-from rlvr_study.study_file import Study
+from rlvr_study.study_file import Horizons, Study, horizon_at
 
 # a round is planned into this share of the hours left: the predicted wall times of its runs (measured
 # on the rounds before) missed by up to 28 % under a changing machine load
@@ -259,16 +259,15 @@ class CostModel:
 
 
 def cost_model(
-    study: Study, m: Measurement, run_budget: float, horizons: dict[int, float] | None = None
+    study: Study, m: Measurement, run_budget: float, horizons: Horizons | None = None
 ) -> CostModel:
     """The expected cost of one more run of every (condition, P) of the study. Responses: the median of
     the ended runs of that condition and size (runs that fail cost less than the budget), the run budget
     rounded up to whole rollouts where none ended, and never more than the horizon the study fixed for
-    the condition (``horizons``: condition -> responses; a new run trains to it). Wall seconds: the
-    median of the ended runs of that condition and size (evaluations and start-up included; scaled down
-    where those runs ran past the horizon a new one stops at), elsewhere the responses at the seconds
-    per response of every ended run (0 where no run recorded its wall time)."""
-    horizons = horizons or {}
+    the condition's size (``horizons``: condition -> responses or {P: responses}; a new run trains to
+    it). Wall seconds: the median of the ended runs of that condition and size (evaluations and start-up
+    included; scaled down where those runs ran past the horizon a new one stops at), elsewhere the
+    responses at the seconds per response of every ended run (0 where no run recorded its wall time)."""
     default_g = next(iter(m.group_size.values())) if m.group_size else 1
     size = {p: float(p * m.group_size.get(p, default_g)) for p in study.sizes}
     ended = m.runs[m.runs["state"].isin(["completed", "failed"])] if "state" in m.runs else m.runs.iloc[0:0]
@@ -281,7 +280,7 @@ def cost_model(
     seconds: dict[tuple[int, int], float] = {}
     for cond in range(len(study.conditions)):
         for p in study.sizes:
-            full = run_responses(size[p], min(run_budget, horizons.get(cond, math.inf)))
+            full = run_responses(size[p], min(run_budget, horizon_at(horizons, cond, p)))
             seen = spent_at.get((cond, p))
             cost = min(full, float(seen)) if seen is not None and seen > 0 else full
             wall = wall_at.get((cond, p))
@@ -580,12 +579,12 @@ def plan_round(
     pilots: list,
     run_budget: float,
     budget: RoundBudget,
-    horizons: dict[int, float] | None = None,
+    horizons: Horizons | None = None,
 ) -> RoundPlan:
     """The next round (module docstring): :func:`cost_model`, :func:`wanted_runs`, :func:`allocate`.
     ``pilots``: :class:`rlvr_study.plan.PilotCondition` list of the folder (with the analysis' condition
     labels), ``run_budget``: ``train.max_responses``, ``budget``: what the round may spend
-    (:func:`round_budget`), ``horizons``: condition -> the horizon the study fixed (a new run of that
+    (:func:`round_budget`), ``horizons``: condition -> the horizon(s) the study fixed (a new run of that
     condition trains to it, and costs that much)."""
     used = seeds_used(m)
     have = {k: len(v) for k, v in used.items()}

@@ -28,6 +28,7 @@ KEYS = {
     "crossing",
     "failure_width",
     "horizon_factor",
+    "horizon_per_size",
     "assurance",
     "gain_targets",
     "balanced",
@@ -79,6 +80,9 @@ class Study:
     # each targets condition's horizon, fixed after the pilot: this many times the slowest pilot crossing
     # of the top target at the reference size (capped at the run budget; docs/study.md)
     horizon_factor: float = 4.0
+    # true: one horizon per (targets condition, size) instead, from the pilot runs at that size
+    # (rlvr_study.measure.proposed_size_horizons; docs/study.md)
+    horizon_per_size: bool = False
     # the planner plans for the width to be met with this probability (0.5: the median width)
     assurance: float = 0.8
     # the study's analysis also fits α at these fractions of each condition's achievable gain,
@@ -102,6 +106,20 @@ class Study:
 
     def clock_of(self, i: int) -> str:
         return str(self.conditions[i].get("clock", "targets"))
+
+
+#: The horizons a study fixed after its pilot: condition index -> responses, or, for a study with
+#: ``horizon_per_size``, condition index -> {P (prompts per rollout): responses}.
+Horizons = dict[int, "float | dict[int, float]"]
+
+
+def horizon_at(horizons: Horizons | None, condition: int, p: int) -> float:
+    """The horizon a run of ``condition`` at ``p`` prompts per rollout trains to (infinite where the
+    study fixed none: the run budget)."""
+    h = (horizons or {}).get(condition)
+    if isinstance(h, dict):
+        h = h.get(p)
+    return float(h) if h is not None else math.inf
 
 
 def _hydra_value(v) -> str:
@@ -176,6 +194,10 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         study.horizon_factor = _positive(raw, "horizon_factor")
         if study.horizon_factor < 1:
             raise StudyError(f"horizon_factor: at least 1, got {study.horizon_factor!r}")
+    if "horizon_per_size" in raw:
+        if not isinstance(raw["horizon_per_size"], bool):
+            raise StudyError(f"horizon_per_size: true or false, got {raw['horizon_per_size']!r}")
+        study.horizon_per_size = raw["horizon_per_size"]
     if "assurance" in raw:
         value = raw["assurance"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:

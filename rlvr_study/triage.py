@@ -79,7 +79,23 @@ def beyond_horizon(runs: pd.DataFrame, column: str) -> list[tuple[float, int, in
     return out
 
 
-def _why(what: str, sizes: list[tuple[float, int, int]], horizon: float) -> str:
+def size_horizons(runs: pd.DataFrame) -> dict[float, float]:
+    """B -> the horizon the runs at that size were read to (their smallest; ``horizon`` column of the
+    clock tables), for one condition's rows."""
+    if "horizon" not in runs or runs.empty:
+        return {}
+    return {float(b): float(h.min()) for b, h in runs["horizon"].astype(float).groupby(runs["B"])}
+
+
+def _why(what: str, sizes: list[tuple[float, int, int]], horizons: dict[float, float]) -> str:
+    """Why a target is beyond the horizon: the sizes whose runs missed it, and the horizon (each size's
+    where the condition has one per size)."""
+    if len(set(horizons.values())) > 1:
+        where = ", ".join(
+            f"{m} of {n} runs at B={b:g} (horizon {horizons.get(b, math.inf):,.0f})" for b, m, n in sizes
+        )
+        return f"{what} not reached within the horizon at their size by {where}"
+    horizon = next(iter(horizons.values()), math.inf)
     where = ", ".join(f"{m} of {n} runs at B={b:g}" for b, m, n in sizes)
     within = (
         f"within the horizon ({horizon:,.0f} responses)" if math.isfinite(horizon) else "within the budget"
@@ -122,7 +138,7 @@ def gain_rows(study: Study, m: Measurement, i: int, label: str, records) -> tupl
         runs = at_levels.runs[(at_levels.runs["condition"] == label) & at_levels.runs["in_fit"]]
         missed = beyond_horizon(runs, target_label(g.level))
         if missed:
-            why.append(_why(f"{what} (level {g.level:.3f})", missed, float(np.nanmin(runs["horizon"]))))
+            why.append(_why(f"{what} (level {g.level:.3f})", missed, size_horizons(runs)))
             continue
         lo, hi = float(g.ci_low_gain), float(g.ci_high_gain)
         rows.append({"condition": i, "label": label, "clock": f"gain:{g.fraction:g}", "target": g.level,
@@ -142,7 +158,7 @@ def _condition(
     if runs is None or runs.empty or study.clock_of(i) != "targets":
         return rows.to_dict("records"), _status(i, rows, "")
     runs = runs[runs["in_fit"]] if "in_fit" in runs else runs
-    horizon = float(np.nanmin(runs["horizon"])) if "horizon" in runs and len(runs) else math.inf
+    horizon = size_horizons(runs)
     beyond = {}
     for a in m.tables.targets:
         missed = beyond_horizon(runs, target_label(a))

@@ -28,7 +28,8 @@ class ClockOptions:
     # responses up to which crossings and failures are read: "auto" = the horizon the runs record (per
     # condition the ``eval.horizon`` its runs set, else each run's ``train.max_responses``); a number = that
     # horizon for every run; ((condition label, responses), ...) = those conditions' horizons fixed (a
-    # study's), "auto" for the others; None = every evaluation (no horizon)
+    # study's), "auto" for the others, where responses may be given per rollout size as ((B, responses),
+    # ...) or {B: responses} (each run read to its size's); None = every evaluation (no horizon)
     horizon: float | str | tuple | None = "auto"
     discrete: bool = True  # brackets in whole rollouts: [previous evaluation + B, evaluation]
     # a size where most runs cross a target within its first ``early_rollouts`` rollouts is *early*: its
@@ -61,9 +62,26 @@ def check_options(opts: ClockOptions) -> None:
     if opts.failure_time not in FAILURE_TIMES:
         raise ValueError(f"failure_time must be one of {FAILURE_TIMES}, got {opts.failure_time!r}")
     h = opts.horizon
-    fixed = isinstance(h, tuple) and all(isinstance(x, tuple) and len(x) == 2 and x[1] > 0 for x in h)
+    fixed = isinstance(h, tuple) and all(isinstance(x, tuple) and len(x) == 2 and _responses(x[1]) for x in h)
     if not (h is None or h == "auto" or fixed or (is_number(h) and not isinstance(h, bool) and h > 0)):
         raise ValueError(
             "horizon must be 'auto', None, a positive number of responses or ((condition, responses), ...)"
+            " with responses a positive number or ((B, responses), ...)"
             f", got {h!r}"
         )
+
+
+def _positive(x) -> bool:
+    return is_number(x) and not isinstance(x, bool) and x > 0
+
+
+def _responses(value) -> bool:
+    """A fixed horizon of one condition: a positive number, or positive responses per positive rollout
+    size as ``((B, responses), ...)`` or ``{B: responses}``."""
+    if isinstance(value, dict):
+        value = tuple(value.items())
+    if isinstance(value, tuple):
+        return bool(value) and all(
+            isinstance(x, tuple) and len(x) == 2 and _positive(x[0]) and _positive(x[1]) for x in value
+        )
+    return _positive(value)

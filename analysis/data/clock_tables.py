@@ -102,7 +102,13 @@ from analysis.data.clock_options import (
 from analysis.data.conditions import condition_labels, condition_slug, config_column
 from analysis.data.crossings import rollout_after
 from analysis.data.failure_clock import check_reported_failure, failure_clock, failure_columns, failure_lower
-from analysis.data.horizon import condition_horizons, horizon_end, horizon_messages, planned_horizon
+from analysis.data.horizon import (
+    condition_horizons,
+    horizon_end,
+    horizon_messages,
+    planned_horizon,
+    rollout_size,
+)
 from analysis.data.load import (
     STATES,
     RunReadError,
@@ -147,7 +153,7 @@ def run_clocks(
     """
     notes = list(record.notes)
     summary = record.summary or {}
-    size, sizes = _rollout_size(record.config, summary, notes)
+    size, sizes = rollout_size(record.config, summary, notes)
     status = record.status if isinstance(record.status, dict) else None
     state = _state(status, notes)
     incomplete = state not in ("completed", "failed")
@@ -170,23 +176,6 @@ def run_clocks(
     out["summary_mismatch"] = mismatch
     out["notes"] = "; ".join(notes)
     return out, eval_columns(ev)
-
-
-def _rollout_size(config: dict, summary: dict, notes: list[str]) -> tuple[float, dict]:
-    """The rollout size B (the summary's derived B, else config P x G) and the derived values the
-    runs table reads (``derived``, ``P``, ``G`` from the config)."""
-    derived = summary.get("derived") if isinstance(summary.get("derived"), dict) else {}
-    p_cfg, g_cfg = get_path(config, "rollout.prompts_per_rollout"), get_path(config, "rollout.group_size")
-    b_cfg = p_cfg * g_cfg if is_number(p_cfg) and is_number(g_cfg) else None
-    size = derived.get("responses_per_rollout")
-    if not (is_number(size) and size > 0):
-        if b_cfg is None:
-            raise RunReadError("rollout size B unknown (no summary derived B, no P and G in config)")
-        size = b_cfg
-        notes.append("B taken from config P x G (no derived B in summary)")
-    elif b_cfg is not None and b_cfg != size:
-        notes.append(f"derived B={size} differs from config P x G={b_cfg}")
-    return size, {"derived": derived, "P": p_cfg, "G": g_cfg}
 
 
 def _state(status: dict | None, notes: list[str]) -> str:

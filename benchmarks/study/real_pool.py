@@ -48,13 +48,14 @@ def seeds_arg(text: str) -> list[int]:
 
 
 def study_horizons(path: Path) -> dict[float, float]:
-    """η_ref -> horizon from a study's ``horizons.json`` (condition label -> responses)."""
+    """η_ref -> horizon from a study's ``horizons.json`` (condition label -> responses; a condition with
+    a horizon per size, ``{B: responses}``, gives its largest: the pool's runs then reach every size's)."""
     fixed = json.loads(path.read_text())
     out = {}
     for label, h in fixed.items():
         m = re.search(r"lr\.ref_lr=([0-9.eE+-]+)", label)
         if m and "loss=unclipped" not in label and "clip=null" not in label:
-            out[float(m.group(1))] = float(h)
+            out[float(m.group(1))] = float(max(h.values()) if isinstance(h, dict) else h)
     return out
 
 

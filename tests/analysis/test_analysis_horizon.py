@@ -239,3 +239,65 @@ def test_brackets_are_whole_rollouts_and_the_first_rollout_is_the_floor():
 def test_rollout_after():
     assert rollout_after(0, 64) == 64 and rollout_after(96, 32) == 128 and rollout_after(100, 32) == 128
     assert rollout_after(-5, 8) == 8 and math.isclose(rollout_after(128, 32), 160)
+
+
+PER_SIZE = {32.0: 4096.0, 64.0: 5120.0, 128.0: 8192.0}  # a horizon per rollout size (a study's)
+
+
+def _size(record: RunRecord) -> float:
+    return float(record.config["rollout"]["prompts_per_rollout"] * record.config["rollout"]["group_size"])
+
+
+def test_a_horizon_fixed_per_size_reads_each_run_to_its_sizes():
+    """``((condition, ((B, responses), ...)),)``: each run is read to its size's horizon, as the runs of
+    that size alone read to that horizon; a run at a size the mapping lacks, to its own, with a message."""
+    recs = records(_spec())
+    label = build_tables(recs).runs["condition"].iloc[0]
+    tables = build_tables(recs, ClockOptions(horizon=((label, tuple(sorted(PER_SIZE.items()))),)))
+    horizons = dict(zip(tables.runs["B"], tables.runs["horizon"]))
+    assert horizons == {**PER_SIZE, 256.0: 12000.0}  # B = 256 is not in the mapping: its own budget
+    (message,) = [m for m in tables.messages if "no horizon at the size" in m]
+    assert "of 4 run(s)" in message and "(B=256)" in message
+    frame = _target_frame(tables, (0.3, 0.5))
+    for b, h in PER_SIZE.items():
+        alone = build_tables([r for r in recs if _size(r) == b], ClockOptions(horizon=h))
+        pd.testing.assert_frame_equal(
+            frame.loc[_target_frame(alone, (0.3, 0.5)).index], _target_frame(alone, (0.3, 0.5))
+        )
+    censored = tables.runs["target:0.3:censored"].groupby(tables.runs["B"]).mean()
+    assert 0 < censored[32.0] < 1 and censored[256.0] == 0  # read to 4,096 some B = 32 runs miss 0.3
+    # the same given as a mapping {B: responses}
+    as_dict = build_tables(recs, ClockOptions(horizon=((label, {int(b): h for b, h in PER_SIZE.items()}),)))
+    pd.testing.assert_frame_equal(_target_frame(as_dict, (0.3, 0.5)), frame)
+
+
+def _per_size_study(recs: list[RunRecord], pilot_seeds: int = 2) -> list[RunRecord]:
+    """The runs of a study with a horizon per size: the first ``pilot_seeds`` seeds (the pilot) set no
+    ``eval.horizon``, the later ones their size's."""
+    out = copy.deepcopy(recs)
+    for r in out:
+        if r.config["seed"] >= pilot_seeds and _size(r) in PER_SIZE:
+            r.config.setdefault("eval", {})["horizon"] = PER_SIZE[_size(r)]
+    return out
+
+
+def test_auto_reads_each_size_to_the_eval_horizon_its_runs_set_the_pilots_too():
+    """``auto`` where a condition's runs set one ``eval.horizon`` per size: every run of a size, the
+    pilot's (which set none) included, is read to that size's, and no disagreement is reported; where one
+    size has two, each run is read to its own and the message names them (one horizon per condition)."""
+    recs = _per_size_study(records(_spec(sizes=(32, 64, 128))))
+    assert {r.config["seed"] for r in recs} == {0, 1, 2, 3}
+    tables = build_tables(recs)
+    assert dict(zip(tables.runs["B"], tables.runs["horizon"])) == PER_SIZE
+    assert not any("record different horizons" in m for m in tables.messages)
+    label = tables.runs["condition"].iloc[0]
+    fixed = build_tables(recs, ClockOptions(horizon=((label, tuple(PER_SIZE.items())),)))
+    pd.testing.assert_frame_equal(_target_frame(tables, (0.3, 0.5)), _target_frame(fixed, (0.3, 0.5)))
+    # one size with two values: as before, each run to its own (the pilot's: its budget), with a message
+    odd = next(r for r in recs if _size(r) == 32.0 and r.config["seed"] == 3)
+    odd.config["eval"]["horizon"] = 5000.0
+    mixed = build_tables(recs).runs.set_index("run")
+    assert mixed.loc[odd.run, "horizon"] == 5000.0
+    pilot = [r.run for r in recs if r.config["seed"] < 2]
+    assert (mixed.loc[pilot, "horizon"] == 12000.0).all()
+    assert any("record different horizons" in m for m in build_tables(recs).messages)

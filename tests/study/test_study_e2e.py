@@ -157,15 +157,26 @@ def test_a_study_runs_in_rounds_and_resumes_after_an_interruption(tmp_path, cach
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_a_study_whose_target_is_beyond_its_horizon_ends_after_its_pilot(tmp_path, cache_dir):
+@pytest.mark.parametrize("per_size", [False, True], ids=["one_horizon", "horizon_per_size"])
+def test_a_study_whose_target_is_beyond_its_horizon_ends_after_its_pilot(tmp_path, cache_dir, per_size):
     """No tiny run reaches the target within the horizon fixed after the pilot (the budget: no pilot run
     crossed it at B_ref), at any size: the interval is not chased. The study launches nothing after the
-    pilot, ends with the reason, and prints the condition's status with the sizes and runs that missed."""
-    study_file = write_study(tmp_path / "study.yaml", cache_dir)
+    pilot, ends with the reason, and prints the condition's status with the sizes and runs that missed.
+    With ``horizon_per_size`` every size keeps the budget (no pilot run there crossed), recorded per size."""
+    study_file = write_study(
+        tmp_path / "study.yaml", cache_dir, **({"horizon_per_size": True} if per_size else {})
+    )
     folder = tmp_path / "runs" / "tiny"
     out = _study([str(study_file), "--no-analysis"], tmp_path)
     assert "round 0 (pilot): launching 4 runs" in out and "round 1" not in out
-    assert json.loads((folder / "horizons.json").read_text()) == {"all": RUN_BUDGET}
+    fixed = json.loads((folder / "horizons.json").read_text())
+    if per_size:
+        assert fixed == {"all": {"8": RUN_BUDGET, "16": RUN_BUDGET}}
+        assert f"condition 0: horizons B=8 {RUN_BUDGET}, B=16 {RUN_BUDGET} responses" in out
+        state = json.loads((folder / "study_state.json").read_text())
+        assert state["horizons"] == {"0": {str(p): RUN_BUDGET for p in SIZES}}
+    else:
+        assert fixed == {"all": RUN_BUDGET}
     why = f"target 0.05 not reached within the horizon ({RUN_BUDGET} responses) by 2 of 2 runs at B=8, 2 of 2 runs at B=16"
     assert "finished: every requested width is met or not identifiable within its horizon" in out
     assert f"  condition 0 (all): not identifiable within its horizon: {why}" in out

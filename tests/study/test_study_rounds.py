@@ -56,6 +56,7 @@ GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
         ({"gain_targets": [0.5, 1.2]}, "gain_targets"),
         ({"gain_targets": 0.5}, "gain_targets"),
         ({"balanced": "yes"}, "balanced"),
+        ({"horizon_per_size": 1}, "horizon_per_size"),
     ],
 )
 def test_a_wrong_study_file_names_the_key(change, key):
