@@ -115,7 +115,7 @@ def _one_draw(draw: int) -> dict[str, tuple[float, float, float]]:
     records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
     hours = math.nan
     if s["size_factor"]:
-        records, hours = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"])
+        records, hours = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"], s["skipped"])
     out = estimates(records, s["options"], s["n_boot"], seed=draw)
     out[COST] = (hours, math.nan, math.nan)
     return out
@@ -124,7 +124,28 @@ def _one_draw(draw: int) -> dict[str, tuple[float, float, float]]:
 COST = "__cost__|hours"
 
 
-def size_horizons(records, top: dict, pilot: set, key_of: dict, factor: float) -> tuple[list, float]:
+def skipped_seconds(original, thin) -> list[tuple[float, float]]:
+    """(responses, seconds) of the evaluations ``original`` ran that its thinner replay ``thin`` skips:
+    the wall time a run with the thinner evaluation would not have spent (``perf/eval_s``)."""
+    kept = {float(row["responses"]) for row in thin.rows if "eval/accuracy" in row}
+    return [
+        (float(row["responses"]), float(row.get("perf/eval_s", 0.0) or 0.0))
+        for row in original.rows
+        if "eval/accuracy" in row and float(row["responses"]) not in kept
+    ]
+
+
+def run_seconds(record, skipped: dict, upto: float = math.inf) -> float:
+    """The wall seconds of ``record`` up to ``upto`` responses, less its skipped evaluations' (``skipped``:
+    run -> :func:`skipped_seconds`)."""
+    rows = [row for row in record.rows if float(row.get("responses", 0)) <= upto]
+    wall = float(rows[-1].get("wall_seconds", 0.0)) if rows else 0.0
+    return wall - sum(sec for at, sec in skipped.get(record.run, []) if at <= upto)
+
+
+def size_horizons(
+    records, top: dict, pilot: set, key_of: dict, factor: float, skipped: dict | None = None
+) -> tuple[list, float]:
     """The drawn runs as a study with per-size horizons would have run them: at every (condition, B),
     ``factor`` times the slowest crossing of the top target among the design's first seeds (its
     *pilot*: ``pilot``, (condition, seed) pairs), rounded up to a whole rollout of B and capped at the
@@ -146,7 +167,7 @@ def size_horizons(records, top: dict, pilot: set, key_of: dict, factor: float) -
         rows = [row for row in r.rows if float(row.get("responses", 0)) <= h]
         config = {**r.config, "eval": {**r.config.get("eval", {}), "horizon": int(h)}}
         out.append(dataclasses.replace(r, rows=rows, config=config))
-        seconds += float(rows[-1].get("wall_seconds", 0)) if rows else 0.0
+        seconds += run_seconds(r, skipped or {}, h)
     return out, seconds / 3600
 
 
@@ -245,7 +266,9 @@ def _joint_hit(design: tuple[float, float, float], truth: tuple[float, float, fl
     return abs(d[0] - t[0]) <= 1.96 * math.hypot(se_d, se_t)
 
 
-def _design_cost(records, cell_of: dict, k: int, design_seeds: dict) -> dict[str, float]:
+def _design_cost(
+    records, cell_of: dict, k: int, design_seeds: dict, skipped: dict | None = None
+) -> dict[str, float]:
     """The cost of one design of every condition: ``k`` seeds times the mean run of each (condition, size)
     over the design half — runs, training responses, evaluation responses (those of the thinner evaluation
     where one is replayed) and serial wall hours (as the runs measured them, their full evaluations
@@ -256,9 +279,7 @@ def _design_cost(records, cell_of: dict, k: int, design_seeds: dict) -> dict[str
     for r in records:
         last = r.rows[-1] if r.rows else {}
         evals = sum(float(row.get("eval/responses", 0) or 0) for row in r.rows if "eval/accuracy" in row)
-        cells[cell_of[r.run]].append(
-            (float(last.get("responses", 0)), evals, float(last.get("wall_seconds", 0)))
-        )
+        cells[cell_of[r.run]].append((float(last.get("responses", 0)), evals, run_seconds(r, skipped or {})))
     k_eff = min([k, *[len(v) for v in design_seeds.values()]]) if design_seeds else k
     out = {"runs": 0.0, "responses": 0.0, "eval_responses": 0.0, "hours": 0.0}
     for values in cells.values():
@@ -341,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             if k and k[1] in design_seeds[k[0]] and size_of.get(r.run) in sizes
         ]  # fmt: skip
         thin, dropped = _thin([r for r, _ in design], args)
+        original = {r.run: r for r, _ in design}
+        skipped = {t.run: skipped_seconds(original[t.run], t) for t in thin}
         cell_of = {r["run"]: (r["condition"], float(r["B"])) for _, r in tables.runs.iterrows()}
         if args.design_horizon:  # the runs as trained to the shorter horizon: their rows up to it
             thin = [
@@ -350,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         design_options = (
             dataclasses.replace(options, horizon=args.design_horizon) if args.design_horizon else options
         )
-        cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds)
+        cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds, skipped)
         thin_keys = [key_of.get(r.run) for r in thin]
         top_label = f"target:{max(tables.targets):g}" if tables.targets else None
         top = {
@@ -366,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         state = dict(
             records=thin, keys=thin_keys, design_seeds=design_seeds, k=args.design_seeds,
             options=design_options, n_boot=args.bootstrap, seed=args.seed, size_factor=args.size_horizon_factor,
-            pilot=args.pilot_seeds, top=top, key_of=key_of,
+            pilot=args.pilot_seeds, top=top, key_of=key_of, skipped=skipped,
         )  # fmt: skip
         for condition in sorted(truth_seeds):
             n, k = len(design_seeds[condition]), min(args.design_seeds, len(design_seeds[condition]))

@@ -248,3 +248,15 @@ def test_per_size_horizons_come_from_the_pilot_seeds_only():
     assert [r.config["eval"]["horizon"] for r in out] == [1856, 1856, 1856, 4096]
     assert [r.rows[-1]["responses"] for r in out] == [1856, 1856, 1856, 4096]
     assert hours == pytest.approx((3 * 18.56 + 40.96) / 3600)
+    # evaluations a thinner schedule skips are not paid for, those past the horizon were never run
+    skipped = {"a0": [(64.0, 1.0), (3000.0, 9.0)]}
+    _, thinner = pool_coverage.size_horizons(records, top, pilot, key_of, 2.0, skipped)
+    assert thinner == pytest.approx(hours - 1.0 / 3600)
+    original = records[0]
+    thin = dataclasses.replace(
+        original, rows=[{**r, "eval/accuracy": 0.1, "perf/eval_s": 0.5} for r in original.rows[:3]]
+    )
+    full = dataclasses.replace(
+        original, rows=[{**r, "eval/accuracy": 0.1, "perf/eval_s": 0.5} for r in original.rows]
+    )
+    assert pool_coverage.skipped_seconds(full, thin) == [(float(r), 0.5) for r in range(192, 4097, 64)]
