@@ -77,7 +77,7 @@ lint: install
 
 # The reference study on the embedded default (studies/reference.yaml, docs/study.md): the clipped grid's
 # alpha(eta_ref) curve at four eta_ref over 1.5 decades and the unclipped grid's gamma, run by rlvr-study
-# in adaptive rounds within a 60-minute budget (re-running resumes; ARGS="--replicate 1" STUDY=runs/reference-r1: the same study on independent seeds), then the analysis into results/study.
+# in adaptive rounds within a 30-minute budget (re-running resumes; ARGS="--replicate 1" STUDY=runs/reference-r1: the same study on independent seeds), then the analysis into results/study.
 STUDY ?= runs/reference
 # crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
 # and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
