@@ -98,82 +98,40 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     write_run_dirs(simulate(spec), tmp_path / "runs")
     pool = tmp_path / "pool.tar.xz"
     pack([tmp_path / "runs"], pool)
-    out = tmp_path / "coverage.csv"
     argv = ["--pool", str(pool), "--draws", "6", "--bootstrap", "200", "--jobs", "1", "--design-seeds", "3"]
-    assert (
-        pool_coverage.main([*argv, "--truth-seeds", "0-3", "--crossing", "interval", "--out", str(out)]) == 0
-    )
-    table = pd.read_csv(out)
+
+    def coverage(name: str, *extra: str) -> tuple[pd.DataFrame, str]:
+        """The coverage table and printout of one run of the script on the pool, truth from seeds 0-3."""
+        out = tmp_path / f"{name}.csv"
+        assert (
+            pool_coverage.main(
+                [*argv, "--truth-seeds", "0-3", "--crossing", "interval", *extra, "--out", str(out)]
+            )
+            == 0
+        )
+        return pd.read_csv(out), capsys.readouterr().out
+
+    table, printed = coverage("coverage")
     assert set(table["clock"]) == {"target:0.3", "target:0.5", "common"}
     assert (table["draws"] == 6).all() and table["coverage"].between(0, 1).all()
     common = table.set_index("clock").loc["common"]
-    assert "3 seeds x B = [32, 64, 128, 256] per condition; one design of every condition costs 12 runs" in (
-        capsys.readouterr().out
+    assert (
+        "3 seeds x B = [32, 64, 128, 256] per condition; one design of every condition costs 12 runs"
+        in printed
     )
     # designs at the two end sizes only: 6 runs a design, the truth still from every size
-    ends = tmp_path / "ends.csv"
-    assert (
-        pool_coverage.main(
-            [
-                *argv,
-                "--truth-seeds",
-                "0-3",
-                "--crossing",
-                "interval",
-                "--design-sizes",
-                "32",
-                "256",
-                "--out",
-                str(ends),
-            ]
-        )
-        == 0
-    )
-    assert (
-        "B = [32, 256] per condition; one design of every condition costs 6 runs" in capsys.readouterr().out
-    )
-    narrow = pd.read_csv(ends).set_index("clock").loc["common"]
+    ends, printed = coverage("ends", "--design-sizes", "32", "256")
+    assert "B = [32, 256] per condition; one design of every condition costs 6 runs" in printed
+    narrow = ends.set_index("clock").loc["common"]
     assert narrow["truth"] == common["truth"] and narrow["median_width"] != common["median_width"]
     # designs read (and priced) to a shorter horizon than the truth's
-    short = tmp_path / "short.csv"
-    assert (
-        pool_coverage.main(
-            [
-                *argv,
-                "--truth-seeds",
-                "0-3",
-                "--crossing",
-                "interval",
-                "--design-horizon",
-                "20000",
-                "--out",
-                str(short),
-            ]
-        )
-        == 0
-    )
-    assert "read to 20,000 responses" in capsys.readouterr().out
-    assert pd.read_csv(short).set_index("clock").loc["common", "truth"] == common["truth"]
+    short, printed = coverage("short", "--design-horizon", "20000")
+    assert "read to 20,000 responses" in printed
+    assert short.set_index("clock").loc["common", "truth"] == common["truth"]
     # per-size horizons from each design's first two seeds: every design still identifies the common α
-    sized = tmp_path / "sized.csv"
-    assert (
-        pool_coverage.main(
-            [
-                *argv,
-                "--truth-seeds",
-                "0-3",
-                "--crossing",
-                "interval",
-                "--size-horizon-factor",
-                "2",
-                "--out",
-                str(sized),
-            ]
-        )
-        == 0
-    )
-    assert "per-size horizons (2 x the slowest crossing of the top target" in capsys.readouterr().out
-    per_size = pd.read_csv(sized).set_index("clock").loc["common"]
+    sized, printed = coverage("sized", "--size-horizon-factor", "2")
+    assert "per-size horizons (2 x the slowest crossing of the top target" in printed
+    per_size = sized.set_index("clock").loc["common"]
     assert per_size["unidentified"] == 0 and per_size["truth"] == common["truth"]
     # the truth (4 seeds) is near the generating exponent, and the designs' intervals are wider than its
     assert abs(common["truth"] - 0.3) < common["truth_width"]
