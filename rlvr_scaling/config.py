@@ -194,10 +194,34 @@ class EvalConfig:
 class TrainConfig:
     max_responses: int = 8192  # budget on the responses clock
     stop_at_targets: bool = False  # stop once every eval target is reached
+    # Stop (completed) once the responses clock reaches this, where it is below max_responses (null:
+    # never before the budget). Like stop_at_targets it says how far the run goes, never how it trains
+    # (the budget stays max_responses): not part of the run's name, and a completed run relaunched with
+    # a later stop point (or without stop_at_targets) goes on from its last checkpoint (run.py).
+    stop_at_responses: int | None = None
+    # Stop (completed) once an evaluation reaches this accuracy (null: never). How far, like the two
+    # above: a study's pilot stops its first seeds at its top target and extends them later.
+    stop_at_accuracy: float | None = None
 
     def validate(self, prefix: str = "train") -> None:
         if self.max_responses < 1:
             raise ConfigError(f"{prefix}.max_responses must be >= 1 (got {self.max_responses})")
+        if self.stop_at_responses is not None and self.stop_at_responses < 1:
+            raise ConfigError(
+                f"{prefix}.stop_at_responses must be null or >= 1 responses (got {self.stop_at_responses})"
+            )
+
+        if self.stop_at_accuracy is not None and not 0 < self.stop_at_accuracy <= 1:
+            raise ConfigError(
+                f"{prefix}.stop_at_accuracy must be null or an accuracy in (0, 1] (got {self.stop_at_accuracy})"
+            )
+
+    @property
+    def stop_point(self) -> int:
+        """The responses at which the run stops unless its targets or a failure stop it first."""
+        if self.stop_at_responses is None:
+            return self.max_responses
+        return min(self.max_responses, self.stop_at_responses)
 
 
 @dataclass

@@ -21,7 +21,7 @@ import yaml
 
 from .config import Config, Derived, derive, validate
 from .errors import ConfigError
-from .rundir import RunDirLock, RunDirLocked, atomic_write_text, ended_state
+from .rundir import RunDirLock, RunDirLocked, atomic_write_text, ended_state, latest_checkpoint
 
 BOOKKEEPING = ("run", "logger")
 
@@ -43,9 +43,15 @@ def config_dict(cfg: Config) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-# keys that say how a run is read, never how it trains: a relaunch that differs only in them is the
-# same run (a study records the horizon it fixed on its later runs; docs/analysis.md, "The horizon")
-_READING_KEYS = (("eval", "horizon"),)
+# keys that say how a run is read, or how far it goes, never how it trains: a relaunch that differs
+# only in them is the same run (a study records the horizon it fixed on its later runs, and extends its
+# pilot's runs to it; docs/analysis.md, "The horizon"; docs/study.md, "The pilot's first seeds")
+_READING_KEYS = (
+    ("eval", "horizon"),
+    ("train", "stop_at_targets"),
+    ("train", "stop_at_responses"),
+    ("train", "stop_at_accuracy"),
+)
 
 
 def _science(d: dict[str, Any]) -> dict[str, Any]:
@@ -179,11 +185,43 @@ def prepare_run_dir(cfg: Config, run_dir: Path, log=print) -> str | None:
                 state = json.loads(status_path.read_text()).get("state")
             except json.JSONDecodeError:
                 state = None
-            if state in ("completed", "failed"):
+            if state == "completed" and (further := _goes_further(cfg, run_dir)):
+                log(f"[extend] {run_dir}: {further}; it goes on from its last checkpoint")
+            elif state in ("completed", "failed"):
                 log(f"[skip] {run_dir} already {state} (run.force=true re-runs it)")
                 return state
     atomic_write_text(cfg_path, yaml.safe_dump(current, sort_keys=False))
     return None
+
+
+def _goes_further(cfg: Config, run_dir: Path) -> str | None:
+    """Why a completed run would train on under ``cfg`` (None: it would not): it stopped before
+    ``cfg``'s stop point (``train.stop_at_responses``, the budget), at targets or an accuracy ``cfg``
+    does not stop at, with a checkpoint to go on from. A relaunch with a later stop point extends the run to exactly
+    where a run launched with it would have stopped (resume is bit-identical: tests/core/test_resume.py)."""
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+        responses = float(status["clocks"]["responses"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    if responses >= cfg.train.stop_point or latest_checkpoint(run_dir) is None:
+        return None
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    if cfg.train.stop_at_targets:
+        from .evaluation import target_key
+
+        reached = summary.get("targets") or {}
+        keys = [target_key(t) for t in cfg.eval.targets]
+        if keys and all((reached.get(k) or {}).get("reached") for k in keys):
+            return None
+    if cfg.train.stop_at_accuracy is not None:
+        best = ((summary.get("best") or {}).get("eval/accuracy")) if isinstance(summary, dict) else None
+        if best is not None and best >= cfg.train.stop_at_accuracy:
+            return None
+    return f"completed at {responses:g} responses, now stops at {cfg.train.stop_point}"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -311,9 +349,11 @@ def _quiet(*_args, **_kwargs) -> None:
 
 def _claim_run_dir(cfg: Config, run_dir: Path, lock: RunDirLock, log) -> str | None:
     """:func:`prepare_run_dir` under the run-directory lock (``run.lock_wait_s``). A run that has
-    already ended is checked and skipped without the lock: re-launching a grid never waits on it."""
+    already ended, and that this config does not extend, is checked and skipped without the lock:
+    re-launching a grid never waits on it."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.run.force or ended_state(run_dir) is None:
+    ended = ended_state(run_dir)
+    if cfg.run.force or ended is None or (ended == "completed" and _goes_further(cfg, run_dir)):
         lock.acquire(cfg.run.lock_wait_s, log=log)
     return prepare_run_dir(cfg, run_dir, log=log)
 

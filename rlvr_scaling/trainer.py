@@ -169,9 +169,11 @@ class Trainer:
             )
         state = "completed"
         while self.failure is None:
-            if self.clocks.responses >= self.cfg.train.max_responses:
+            if self.clocks.responses >= self.cfg.train.stop_point:
                 break
             if self.cfg.train.stop_at_targets and self._all_targets_reached():
+                break
+            if self._accuracy_reached():
                 break
             if self._stop_requested():
                 state = "preempted"
@@ -263,7 +265,7 @@ class Trainer:
         self._last_rollout_s = time.perf_counter() - started  # (before the evaluation)
         if self.failure is None and eval_due and self.cfg.eval.sparse_every > 1:
             self.state.eval_points += 1
-            last = self.clocks.responses >= self.cfg.train.max_responses
+            last = self.clocks.responses >= self.cfg.train.stop_point
             if sparse_due(self.cfg.eval, self.state, self.state.eval_points, last):
                 self._evaluate_and_log()
             else:
@@ -413,6 +415,11 @@ class Trainer:
                 f"[failure] {name}: {event.reason} at {self.clocks.responses} responses "
                 f"(onset {event.onset_responses})"
             )
+
+    def _accuracy_reached(self) -> bool:
+        """``train.stop_at_accuracy`` is set and an evaluation has reached it."""
+        stop, best = self.cfg.train.stop_at_accuracy, self.state.best_accuracy
+        return stop is not None and best is not None and best >= stop
 
     def _all_targets_reached(self) -> bool:
         return bool(self.state.targets) and all(v is not None for v in self.state.targets.values())

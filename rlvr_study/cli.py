@@ -44,6 +44,7 @@ import yaml
 from rlvr_study.measure import Measurement, analysis_horizons, format_widths, measure, plateau_lines
 from rlvr_study.plan import pilots_from_fits
 from rlvr_study.rounds import (
+    Launch,
     RoundPlan,
     StopReason,
     first_round_seeds,
@@ -99,24 +100,37 @@ def base_overrides(study, condition: int | None = None) -> list[str]:
 
 
 def round_jobs(
-    study, launches, horizons: Horizons | None = None, run_budget: float = math.inf
+    study,
+    launches,
+    horizons: Horizons | None = None,
+    run_budget: float = math.inf,
+    stop_at_top_target: bool = False,
 ) -> list[list[str]]:
     """A round's jobs, one override list per run: its condition's overrides, seed and size; never
     stopped at its targets; where the study fixed the condition's horizon (one, or one per size), read
-    to its size's (``eval.horizon``) and, when it is below the run budget, trained to it
-    (``train.max_responses``). Neither ``train.stop_at_targets`` nor ``eval.horizon`` names a run
-    directory (conf/config.yaml)."""
+    to its size's (``eval.horizon``) and, when it is below the run budget, stopped there
+    (``train.stop_at_responses``). ``stop_at_top_target`` (the first pilot seeds of a study with
+    ``extend_pilot``): the runs of targets conditions stop once an evaluation reaches the top target
+    (``train.stop_at_accuracy``), to be extended once the horizons are fixed. None of these keys names
+    a run directory or changes how a run trains (conf/config.yaml), so a run stopped early and extended
+    later is the run launched to the later stop."""
 
     def horizon(cond: int, p: int) -> list[str]:
         h = horizon_at(horizons, cond, p)
         if not math.isfinite(h):
             return []
-        return [f"eval.horizon={int(h)}", *([f"train.max_responses={int(h)}"] if h < run_budget else [])]
+        return [f"eval.horizon={int(h)}", *([f"train.stop_at_responses={int(h)}"] if h < run_budget else [])]
+
+    def early(cond: int) -> list[str]:
+        if not (stop_at_top_target and study.targets and study.clock_of(cond) != "failure"):
+            return []
+        return [f"train.stop_at_accuracy={max(study.targets):g}"]
 
     return [
         [
             *study.condition_overrides(x.condition),
             "train.stop_at_targets=false",
+            *early(x.condition),
             *horizon(x.condition, p),
             f"seed={s}",
             f"rollout.prompts_per_rollout={p}",
@@ -321,7 +335,8 @@ def _analyze(study) -> int:
 def _launch(study, state: dict, plan, kind: str, dry_run: bool, run_budget: float = math.inf) -> None:
     index = len(state["rounds"])
     path = jobs_file(study, index)
-    jobs = round_jobs(study, plan.launches, study_horizons(state), run_budget)
+    early = kind == "pilot" and study.extend_pilot
+    jobs = round_jobs(study, plan.launches, study_horizons(state), run_budget, stop_at_top_target=early)
     entry = {
         "round": index,
         "kind": kind,
@@ -358,6 +373,28 @@ def _finish_round(study, state: dict, entry: dict) -> None:
     entry["seconds"] = entry.get("seconds", 0.0) + time.time() - t0
     entry["ended"] = time.time()
     save_state(study, state)
+
+
+def _rounds_done(state: dict) -> int:
+    """Rounds that count towards ``max_rounds``: the pilot and the adaptive ones (not an extension)."""
+    return sum(1 for r in state["rounds"] if r.get("kind") != "extend")
+
+
+def _extension(study: Study, state: dict) -> RoundPlan | None:
+    """With ``extend_pilot``, once the horizons are fixed: the pilot round's runs of targets conditions
+    again, now to their horizons (each run that stopped at the top target before its horizon goes on
+    from its checkpoint; the others are skipped), once. None when there is nothing to extend."""
+    if not study.extend_pilot or state.get("extended") or "horizons" not in state:
+        return None
+    pilot = next((r for r in state["rounds"] if r.get("kind") == "pilot"), None)
+    if pilot is None:
+        return None
+    launches = [
+        Launch(x["condition"], list(x["seeds"]), list(x["sizes"]))
+        for x in pilot["launches"]
+        if study.clock_of(x["condition"]) != "failure"
+    ]
+    return RoundPlan(launches, 0.0) if launches else None
 
 
 def _record_widths(study: Study, state: dict, m: Measurement) -> None:
@@ -427,12 +464,25 @@ def run_study(
         m = measure(study, study_horizons(state))
         if "horizons" not in state and not m.widths.empty:
             m = measure(study, fix_horizons(study, state, m))
+        extension = _extension(study, state)
+        if extension is not None:
+            if stop_after is not None and launched >= stop_after:
+                print(f"stopped after {launched} round(s) as asked; run the same command to continue")
+                return 0
+            print("the pilot's runs that stopped at the top target go on to their horizons")
+            if not dry_run:
+                state["extended"] = True  # saved with the round's entry: a resumed round is not repeated
+            _launch(study, state, extension, "extend", dry_run, run_budget)
+            if dry_run:
+                return 0
+            launched += 1
+            continue
         _record_widths(study, state, m)
         chased = triage(study, m)
         for note in chased.notes:
             print(f"  {note}")
         budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))
-        reason = _stop(study, m, chased, len(state["rounds"]), budget)
+        reason = _stop(study, m, chased, _rounds_done(state), budget)
         m = chased.measurement(m) if not chased.widths.empty else m
         if reason is None and stop_after is not None and launched >= stop_after:
             print(f"stopped after {launched} round(s) as asked; run the same command to continue")

@@ -29,6 +29,7 @@ KEYS = {
     "failure_width",
     "horizon_factor",
     "horizon_per_size",
+    "extend_pilot",
     "assurance",
     "gain_targets",
     "balanced",
@@ -38,8 +39,8 @@ KEYS = {
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
 CONDITION_DIRECTIVES = {"clock"}
 # Keys a study sets itself on every launch: a condition or an override may not set them.
-# A study never stops a run at its targets (a run's length would move its crossings) and fixes each
-# condition's horizon itself (eval.horizon, after the pilot).
+# A study never reads a run stopped at its targets (a run's length would move its crossings) and fixes
+# each condition's horizon itself (eval.horizon, after the pilot), with where each run stops.
 RESERVED = {
     "seed",
     "rollout.prompts_per_rollout",
@@ -47,6 +48,8 @@ RESERVED = {
     "hydra.sweep.dir",
     "sweeps",
     "train.stop_at_targets",
+    "train.stop_at_responses",
+    "train.stop_at_accuracy",
     "eval.horizon",
 }
 
@@ -83,6 +86,11 @@ class Study:
     # true: one horizon per (targets condition, size) instead, from the pilot runs at that size
     # (rlvr_study.measure.proposed_size_horizons; docs/study.md)
     horizon_per_size: bool = False
+    # true: the pilot's first-round runs of targets conditions stop once an evaluation reaches the top
+    # target (train.stop_at_accuracy), and once the horizons are fixed they are extended to them (each
+    # goes on from its checkpoint: the run a launch to that horizon would have been); they cost what
+    # the horizon needs instead of the run budget (docs/study.md, "The pilot's first seeds")
+    extend_pilot: bool = False
     # the planner plans for the width to be met with this probability (0.5: the median width)
     assurance: float = 0.8
     # the study's analysis also fits α at these fractions of each condition's achievable gain,
@@ -198,6 +206,10 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         if not isinstance(raw["horizon_per_size"], bool):
             raise StudyError(f"horizon_per_size: true or false, got {raw['horizon_per_size']!r}")
         study.horizon_per_size = raw["horizon_per_size"]
+    if "extend_pilot" in raw:
+        if not isinstance(raw["extend_pilot"], bool):
+            raise StudyError(f"extend_pilot: true or false, got {raw['extend_pilot']!r}")
+        study.extend_pilot = raw["extend_pilot"]
     if "assurance" in raw:
         value = raw["assurance"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:

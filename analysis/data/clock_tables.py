@@ -108,6 +108,7 @@ from analysis.data.horizon import (
     horizon_messages,
     planned_horizon,
     rollout_size,
+    run_stop_point,
 )
 from analysis.data.load import (
     STATES,
@@ -207,7 +208,7 @@ def _run_row(record, state, incomplete, size, sizes, ev: Evaluations, opts: Cloc
         "K": num(derived.get("steps_per_rollout", get_path(config, "optim.steps_per_rollout"))),
         "lr": num(derived.get("lr")),
         "seed": config.get("seed") if is_number(config.get("seed")) else None,
-        "budget": num(get_path(config, "train.max_responses")),
+        "budget": stop if math.isfinite(stop := run_stop_point(config)) else math.nan,
         "lr_rule": get_path(config, "lr.rule"),
         "lr_power": num(get_path(config, "lr.power")),
         "clock_unit": opts.clock,

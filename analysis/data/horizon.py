@@ -32,13 +32,21 @@ def last_within(rows: list[dict[str, Any]], horizon: float) -> float:
 
 
 def planned_horizon(config: dict[str, Any]) -> float:
-    """A run's recorded horizon from its config: ``eval.horizon``, else ``train.max_responses`` (the
-    budget it was launched with), else infinite."""
-    for key in ("eval.horizon", "train.max_responses"):
-        value = get_path(config, key)
-        if is_number(value) and value > 0:
-            return float(value)
-    return math.inf
+    """A run's recorded horizon from its config: ``eval.horizon``, else where it was launched to stop
+    (``train.max_responses``, the budget, or ``train.stop_at_responses`` below it), else infinite."""
+    value = get_path(config, "eval.horizon")
+    if is_number(value) and value > 0:
+        return float(value)
+    return run_stop_point(config)
+
+
+def run_stop_point(config: dict[str, Any]) -> float:
+    """Where a run's config stops it on the responses clock unless its targets or a failure stop it
+    first: ``train.max_responses``, or ``train.stop_at_responses`` where that is below it (infinite
+    where neither is recorded)."""
+    stops = [get_path(config, k) for k in ("train.max_responses", "train.stop_at_responses")]
+    stops = [float(v) for v in stops if is_number(v) and v > 0]
+    return min(stops) if stops else math.inf
 
 
 def _set_horizon(config: dict[str, Any]) -> float | None:

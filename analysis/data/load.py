@@ -53,6 +53,8 @@ DEFAULT_IGNORED_KEYS = (
     "run",
     "train.max_responses",
     "train.stop_at_targets",
+    "train.stop_at_responses",
+    "train.stop_at_accuracy",
     "eval.horizon",
     "eval.sparse_every",
     "eval.dense_margin",

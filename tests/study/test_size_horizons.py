@@ -75,14 +75,17 @@ def test_round_jobs_give_each_run_its_sizes_horizon():
     assert jobs[0] == [
         *head,
         "eval.horizon=1024",
-        "train.max_responses=1024",
+        "train.stop_at_responses=1024",
         "seed=0",
         "rollout.prompts_per_rollout=4",
     ]
     # at the run budget: read to it, trained to the budget it has anyway
     assert jobs[1] == [*head, "eval.horizon=30000", "seed=0", "rollout.prompts_per_rollout=8"]
     assert jobs[2] == [*head, "seed=0", "rollout.prompts_per_rollout=16"]  # no horizon at that size
-    assert jobs[3][2:4] == ["eval.horizon=2048", "train.max_responses=2048"]  # one per condition: as before
+    assert jobs[3][2:4] == [
+        "eval.horizon=2048",
+        "train.stop_at_responses=2048",
+    ]  # one per condition: as before
     assert horizon_at(horizons, 0, 16) == math.inf and horizon_at(horizons, 1, 8) == 2048.0
     assert horizon_at(None, 0, 4) == math.inf
 
@@ -201,3 +204,57 @@ def test_a_target_beyond_per_size_horizons_names_each_sizes_horizon():
     assert _why("target 0.5", missed, size_horizons(one)) == (
         "target 0.5 not reached within the horizon (8,192 responses) by 2 of 2 runs at B=512"
     )
+
+
+def test_an_extended_pilot_stops_its_first_seeds_at_the_top_target_and_extends_them_once():
+    """``extend_pilot``: the pilot's jobs of targets conditions stop at the top target (a failure-clock
+    condition's never); once the horizons are fixed, the extension round is the pilot's targets jobs
+    again with each size's horizon (the later runs' form, so the directories are the pilot's), once,
+    and it does not count towards ``max_rounds``."""
+    from rlvr_study.cli import _extension, _rounds_done
+
+    study = parse_study(
+        {
+            **STUDY,
+            "extend_pilot": True,
+            "conditions": [{"lr.ref_lr": 3e-6}, {"lr.ref_lr": 1e-4, "clock": "failure"}],
+        }
+    )
+    launches = [Launch(0, [0, 1], [4, 8]), Launch(1, [0, 1], [4, 8])]
+    pilot = round_jobs(study, launches, {}, run_budget=30000, stop_at_top_target=True)
+    assert pilot[0] == [
+        "lr.ref_lr=3e-06",
+        "train.stop_at_targets=false",
+        "train.stop_at_accuracy=0.5",
+        "seed=0",
+        "rollout.prompts_per_rollout=4",
+    ]
+    assert all("train.stop_at_accuracy=0.5" not in j for j in pilot if "lr.ref_lr=0.0001" in j)
+    state = {"rounds": [{"kind": "pilot", "launches": [dataclass_dict(x) for x in launches]}]}
+    assert _extension(study, state) is None  # no horizons yet
+    state["horizons"] = {"0": {"4": 1024.0, "8": 30000.0}}
+    plan = _extension(study, state)
+    assert [(x.condition, x.seeds, x.sizes) for x in plan.launches] == [(0, [0, 1], [4, 8])]
+    jobs = round_jobs(study, plan.launches, study_horizons(state), run_budget=30000)
+    assert jobs[0] == [
+        "lr.ref_lr=3e-06",
+        "train.stop_at_targets=false",
+        "eval.horizon=1024",
+        "train.stop_at_responses=1024",
+        "seed=0",
+        "rollout.prompts_per_rollout=4",
+    ]
+    assert jobs[1][2:3] == ["eval.horizon=30000"]  # at the run budget: trained to it
+    state["extended"] = True
+    assert _extension(study, state) is None
+    state["rounds"] += [{"kind": "extend"}, {"kind": "adaptive"}]
+    assert _rounds_done(state) == 2
+    assert _extension(parse_study(STUDY), {**state, "extended": False}) is None  # off by default
+    with pytest.raises(ValueError, match="extend_pilot"):
+        parse_study({**STUDY, "extend_pilot": "yes"})
+    with pytest.raises(ValueError, match="train.stop_at_accuracy"):
+        parse_study({**STUDY, "overrides": ["train.stop_at_accuracy=0.3"]})
+
+
+def dataclass_dict(x: Launch) -> dict:
+    return {"condition": x.condition, "seeds": x.seeds, "sizes": x.sizes}

@@ -546,7 +546,7 @@ def test_round_jobs_never_stop_at_targets_and_carry_the_fixed_horizon():
         "lr.ref_lr=3e-05",
         "train.stop_at_targets=false",
         "eval.horizon=2048",
-        "train.max_responses=2048",
+        "train.stop_at_responses=2048",
         "seed=3",
         "rollout.prompts_per_rollout=8",
     ]
