@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         metavar="auto|none|N|FILE.json",
         help="responses up to which crossings and failures are read (default auto: the horizon the runs "
-        "record, per condition the eval.horizon its runs set, else each run's train.max_responses; "
+        "record, per condition the eval.horizon its runs set, else each run's stop (train.max_responses, "
+        "or train.stop_at_responses below it); "
         "FILE.json: condition label -> responses, or -> {B: responses})",
     )
     p.add_argument(

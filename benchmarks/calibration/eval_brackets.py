@@ -107,7 +107,9 @@ def eval_seconds(record) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--pool", help="a pool file (python -m analysis.data.pool pack ...)")
+    src.add_argument(
+        "--pool", nargs="+", help="pool files (python -m analysis.data.pool pack ...), read together"
+    )
     src.add_argument("--runs", nargs="+", help="folders of run directories")
     p.add_argument(
         "--designs", type=parse_design, nargs="+", metavar="K:S:E",
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="CSV of the rows")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        folders = [str(unpack(args.pool, tmp))] if args.pool else args.runs
+        folders = [str(unpack(p, Path(tmp) / str(i))) for i, p in enumerate(args.pool or [])] or args.runs
         records = [r for f in folders for r in load_source(f).runs]
         evals = {r.run: read_eval_records(r.path) for r in records}
     records = [r for r in records if evals[r.run] is not None]

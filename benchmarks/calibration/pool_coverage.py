@@ -306,7 +306,9 @@ def split(tables_runs: pd.DataFrame, truth_seeds: set[int] | None) -> tuple[dict
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--pool", help="a pool file (python -m analysis.data.pool pack ...)")
+    src.add_argument(
+        "--pool", nargs="+", help="pool files (python -m analysis.data.pool pack ...), read together"
+    )
     src.add_argument("--runs", nargs="+", help="folders of run directories")
     p.add_argument("--truth-seeds", default="", help="seeds of the truth, e.g. 0-9 (default: larger half)")
     p.add_argument("--design-seeds", type=int, default=5, help="seeds per condition in each design")
@@ -343,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        folders = [str(unpack(args.pool, tmp))] if args.pool else args.runs
+        folders = [str(unpack(p, Path(tmp) / str(i))) for i, p in enumerate(args.pool or [])] or args.runs
         records = [r for f in folders for r in load_source(f).runs]
         horizon = args.horizon if args.horizon == "auto" else float(args.horizon)
         options = ClockOptions(

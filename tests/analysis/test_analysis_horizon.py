@@ -301,3 +301,17 @@ def test_auto_reads_each_size_to_the_eval_horizon_its_runs_set_the_pilots_too():
     pilot = [r.run for r in recs if r.config["seed"] < 2]
     assert (mixed.loc[pilot, "horizon"] == 12000.0).all()
     assert any("record different horizons" in m for m in build_tables(recs).messages)
+
+
+def test_a_run_stopped_before_its_budget_records_where_it_stopped():
+    """``train.stop_at_responses`` below the budget is where a run's config stops it: its horizon
+    when it sets no ``eval.horizon``, and its budget (the failure clock's "never reached" point);
+    ``eval.horizon`` wins where set; at or above the budget the budget stays."""
+    from analysis.data.horizon import planned_horizon, run_stop_point
+
+    cfg = {"train": {"max_responses": 16384, "stop_at_responses": 3072}}
+    assert planned_horizon(cfg) == run_stop_point(cfg) == 3072.0
+    assert planned_horizon({**cfg, "eval": {"horizon": 2048}}) == 2048.0
+    assert run_stop_point({"train": {"max_responses": 16384, "stop_at_responses": 20000}}) == 16384.0
+    assert run_stop_point({"train": {"max_responses": 16384, "stop_at_responses": None}}) == 16384.0
+    assert math.isinf(run_stop_point({}))
