@@ -210,7 +210,6 @@ class TrainConfig:
             raise ConfigError(
                 f"{prefix}.stop_at_responses must be null or >= 1 responses (got {self.stop_at_responses})"
             )
-
         if self.stop_at_accuracy is not None and not 0 < self.stop_at_accuracy <= 1:
             raise ConfigError(
                 f"{prefix}.stop_at_accuracy must be null or an accuracy in (0, 1] (got {self.stop_at_accuracy})"

@@ -196,9 +196,9 @@ def prepare_run_dir(cfg: Config, run_dir: Path, log=print) -> str | None:
 
 def _goes_further(cfg: Config, run_dir: Path) -> str | None:
     """Why a completed run would train on under ``cfg`` (None: it would not): it stopped before
-    ``cfg``'s stop point (``train.stop_at_responses``, the budget), at targets or an accuracy ``cfg``
-    does not stop at, with a checkpoint to go on from. A relaunch with a later stop point extends the run to exactly
-    where a run launched with it would have stopped (resume is bit-identical: tests/core/test_resume.py)."""
+    ``cfg``'s stop point (``train.stop_at_responses``, the budget), not at targets or an accuracy
+    ``cfg`` stops at, and has a checkpoint to go on from. Extended, it is the run launched to that stop
+    (resume is bit-identical: tests/core/test_resume.py, tests/core/test_extend.py)."""
     try:
         status = json.loads((run_dir / "status.json").read_text())
         responses = float(status["clocks"]["responses"])

@@ -147,6 +147,12 @@ def _positive(raw: dict, key: str, kind=float):
     return kind(value)
 
 
+def _flag(raw: dict, key: str) -> bool:
+    if not isinstance(raw[key], bool):
+        raise StudyError(f"{key}: true or false, got {raw[key]!r}")
+    return raw[key]
+
+
 def _override_list(raw: dict, key: str) -> list[str]:
     value = raw.get(key, [])
     if isinstance(value, str):
@@ -202,23 +208,14 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         study.horizon_factor = _positive(raw, "horizon_factor")
         if study.horizon_factor < 1:
             raise StudyError(f"horizon_factor: at least 1, got {study.horizon_factor!r}")
-    if "horizon_per_size" in raw:
-        if not isinstance(raw["horizon_per_size"], bool):
-            raise StudyError(f"horizon_per_size: true or false, got {raw['horizon_per_size']!r}")
-        study.horizon_per_size = raw["horizon_per_size"]
-    if "extend_pilot" in raw:
-        if not isinstance(raw["extend_pilot"], bool):
-            raise StudyError(f"extend_pilot: true or false, got {raw['extend_pilot']!r}")
-        study.extend_pilot = raw["extend_pilot"]
+    for key in ("horizon_per_size", "extend_pilot", "balanced"):
+        if key in raw:
+            setattr(study, key, _flag(raw, key))
     if "assurance" in raw:
         value = raw["assurance"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value < 1:
             raise StudyError(f"assurance: a probability in [0.5, 1), got {value!r}")
         study.assurance = float(value)
-    if "balanced" in raw:
-        if not isinstance(raw["balanced"], bool):
-            raise StudyError(f"balanced: true or false, got {raw['balanced']!r}")
-        study.balanced = raw["balanced"]
     if "first_seed" in raw:
         value = raw["first_seed"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
