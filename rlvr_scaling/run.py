@@ -210,6 +210,7 @@ def _goes_further(cfg: Config, run_dir: Path) -> str | None:
         summary = json.loads((run_dir / "summary.json").read_text())
     except (OSError, ValueError):
         summary = {}
+    summary = summary if isinstance(summary, dict) else {}
     if cfg.train.stop_at_targets:
         from .evaluation import target_key
 
@@ -218,7 +219,7 @@ def _goes_further(cfg: Config, run_dir: Path) -> str | None:
         if keys and all((reached.get(k) or {}).get("reached") for k in keys):
             return None
     if cfg.train.stop_at_accuracy is not None:
-        best = ((summary.get("best") or {}).get("eval/accuracy")) if isinstance(summary, dict) else None
+        best = (summary.get("best") or {}).get("eval/accuracy")
         if best is not None and best >= cfg.train.stop_at_accuracy:
             return None
     return f"completed at {responses:g} responses, now stops at {cfg.train.stop_point}"
