@@ -431,9 +431,9 @@ def _stop(study: Study, m: Measurement, chased: Triage, rounds_done: int, budget
     """:func:`rlvr_study.rounds.stop_before_round` on the intervals the study chases
     (:func:`rlvr_study.triage.triage`): met, or not identifiable within the horizon, is the end."""
     reason = stop_before_round(
-        study, chased.measurement(m) if not chased.widths.empty else m, rounds_done, budget
+        study, chased.measurement(m) if not chased.widths.empty else m, rounds_done, budget, chased.done
     )
-    beyond_all = chased.widths.empty and not m.widths.empty and pilot_complete(study, m)
+    beyond_all = chased.widths.empty and not m.widths.empty and pilot_complete(study, m, chased.done)
     if beyond_all or (reason is StopReason.WIDTHS_MET and chased.any_beyond):
         return StopReason.WIDTHS_MET_OR_BEYOND
     return reason
@@ -489,7 +489,9 @@ def run_study(
             return 0
         if reason is None:
             pilots = pilots_from_fits(m.tables, m.exps[m.exps["clock"] != "failure"])
-            plan = plan_round(study, m, pilots, run_budget, budget, horizons=study_horizons(state))
+            plan = plan_round(
+                study, m, pilots, run_budget, budget, horizons=study_horizons(state), done=chased.done
+            )
             for note in plan.notes:
                 print(f"  {note}")
             if plan.launches:

@@ -28,6 +28,7 @@ round's plan is empty (:attr:`RoundPlan.stop`). Nothing here launches a run.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -93,13 +94,14 @@ def round_budget(
 
 
 def stop_before_round(
-    study: Study, m: Measurement, rounds_done: int, budget: RoundBudget
+    study: Study, m: Measurement, rounds_done: int, budget: RoundBudget, done: Collection[int] = ()
 ) -> StopReason | None:
     """Why the study stops before planning another round (no readable run, every width met,
-    ``max_rounds`` rounds run, no time left in ``budget.hours``), or None."""
+    ``max_rounds`` rounds run, no time left in ``budget.hours``), or None. ``done``: conditions that get
+    no more runs (:attr:`rlvr_study.triage.Triage.done`), whose pilot need not be complete."""
     if m.widths.empty:
         return StopReason.NO_READABLE_RUN
-    if (m.widths["width"] <= m.widths["goal"]).all() and pilot_complete(study, m):
+    if (m.widths["width"] <= m.widths["goal"]).all() and pilot_complete(study, m, done):
         return StopReason.WIDTHS_MET
     if rounds_done >= study.max_rounds:
         return StopReason.MAX_ROUNDS
@@ -158,23 +160,24 @@ def first_round_seeds(study: Study) -> int:
     )
 
 
-def pilot_floor(study: Study, have: dict[tuple[int, int], int]) -> WantedRuns:
+def pilot_floor(study: Study, have: dict[tuple[int, int], int], done: Collection[int] = ()) -> WantedRuns:
     """The pilot's seeds still missing: ``pilot_seeds`` runs at every size of every condition (a pilot
-    whose first round ran fewer, :func:`first_round_seeds`)."""
+    whose first round ran fewer, :func:`first_round_seeds`), except the conditions in ``done``: not
+    identifiable within their horizon, they get no more runs (:mod:`rlvr_study.triage`)."""
     runs = {
         (c, p): study.pilot_seeds
         for c in range(len(study.conditions))
         for p in study.sizes
-        if have.get((c, p), 0) < study.pilot_seeds
+        if have.get((c, p), 0) < study.pilot_seeds and c not in done
     }
     notes = [f"the pilot's {study.pilot_seeds} seeds at every size are not complete"] if runs else []
     return WantedRuns(runs, notes, ratios={c: math.inf for c, _ in runs})
 
 
-def pilot_complete(study: Study, m: Measurement) -> bool:
-    """Whether every condition holds ``pilot_seeds`` runs at every size."""
+def pilot_complete(study: Study, m: Measurement, done: Collection[int] = ()) -> bool:
+    """Whether every condition (but those in ``done``) holds ``pilot_seeds`` runs at every size."""
     have = {k: len(v) for k, v in seeds_used(m).items()}
-    return not pilot_floor(study, have).runs
+    return not pilot_floor(study, have, done).runs
 
 
 def seeds_used(m: Measurement) -> dict[tuple[int, int], set[int]]:
@@ -442,10 +445,16 @@ def _extreme_sizes(
 
 
 def wanted_runs(
-    study: Study, m: Measurement, pilots: list, costs: CostModel, have: dict[tuple[int, int], int]
+    study: Study,
+    m: Measurement,
+    pilots: list,
+    costs: CostModel,
+    have: dict[tuple[int, int], int],
+    done: Collection[int] = (),
 ) -> WantedRuns:
     """The runs each (condition, P) should have for every interval of ``m`` wider than its goal (module
-    docstring, step 2). ``have``: (condition, P) -> the runs the folder holds."""
+    docstring, step 2). ``have``: (condition, P) -> the runs the folder holds; ``done``: conditions that
+    get no more runs, not even the pilot's."""
     open_rows = m.widths[m.widths["width"] > m.widths["goal"]]
     conds = sorted(set(open_rows["condition"]))
     wanted = _union(
@@ -458,7 +467,7 @@ def wanted_runs(
     extra = [
         _extreme_sizes(study, c, open_rows[open_rows["condition"] == c], wanted.runs, have) for c in conds
     ]
-    return _union([wanted, *extra, pilot_floor(study, have)])
+    return _union([wanted, *extra, pilot_floor(study, have, done)])
 
 
 # ---------------------------------------------------------------------------------- step 3: budget
@@ -490,13 +499,14 @@ def allocate(
     have: dict[tuple[int, int], int],
     budget: RoundBudget,
     widths: pd.DataFrame | None = None,
+    done: Collection[int] = (),
 ) -> Allocation:
     """The runs missing from ``wanted``, one at a time while the round fits in ``budget`` (and
     ``max_runs_per_round``): the widest interval's condition first, then the run that narrows that
     condition's widest planned interval the most per response (conditions without a planned interval,
     a missing exponent or γ: the cheapest sizes first)."""
     if study.balanced:
-        return _allocate_seeds(study, costs, wanted, have, budget, widths)
+        return _allocate_seeds(study, costs, wanted, have, budget, widths, done)
     deficit = {k: n - have.get(k, 0) for k, n in wanted.runs.items() if n > have.get(k, 0)}
     widest = {c: max(v, key=lambda x: x[1])[0] for c, v in wanted.truths.items()}
     cap = study.max_runs_per_round or 10**9
@@ -542,10 +552,12 @@ def _allocate_seeds(
     have: dict[tuple[int, int], int],
     budget: RoundBudget,
     widths: pd.DataFrame | None,
+    done: Collection[int] = (),
 ) -> Allocation:
     """:func:`allocate` for a balanced study: whole seeds at every size, the same seed set for every
-    condition that gets seeds, the pilot first, then by value per second (:func:`rlvr_study.paired.paired_round`)."""
-    conds = range(len(study.conditions))
+    condition that gets seeds, the pilot first, then by value per second (:func:`rlvr_study.paired.paired_round`).
+    The conditions in ``done`` take no part (they keep their seeds, a prefix of the others')."""
+    conds = [c for c in range(len(study.conditions)) if c not in done]
     seeds = {c: min(have.get((c, p), 0) for p in study.sizes) for c in conds}
     want = {c: max([n for (k, _), n in wanted.runs.items() if k == c], default=0) for c in conds}
     timed = all(v > 0 for v in costs.seconds.values())
@@ -580,17 +592,19 @@ def plan_round(
     run_budget: float,
     budget: RoundBudget,
     horizons: Horizons | None = None,
+    done: Collection[int] = (),
 ) -> RoundPlan:
     """The next round (module docstring): :func:`cost_model`, :func:`wanted_runs`, :func:`allocate`.
     ``pilots``: :class:`rlvr_study.plan.PilotCondition` list of the folder (with the analysis' condition
     labels), ``run_budget``: ``train.max_responses``, ``budget``: what the round may spend
     (:func:`round_budget`), ``horizons``: condition -> the horizon(s) the study fixed (a new run of that
-    condition trains to it, and costs that much)."""
+    condition trains to it, and costs that much), ``done``: conditions that get no more runs
+    (:attr:`rlvr_study.triage.Triage.done`)."""
     used = seeds_used(m)
     have = {k: len(v) for k, v in used.items()}
     costs = cost_model(study, m, run_budget, horizons)
-    wanted = wanted_runs(study, m, pilots, costs, have)
-    taken = allocate(study, costs, wanted, have, budget, m.widths)
+    wanted = wanted_runs(study, m, pilots, costs, have, done)
+    taken = allocate(study, costs, wanted, have, budget, m.widths, done)
     return RoundPlan(
         group_launches(taken.added, used, study.first_seed),
         taken.responses,

@@ -11,9 +11,18 @@ reason, :func:`rlvr_study.plan.plan_design`). :func:`triage` does not chase such
   .. ``ci_high_gain``, against the study's ``width``), where the level itself is reached within the horizon
   by most runs at every size;
 - otherwise (or where no gain target is reachable either) the condition is **not identifiable within its
-  horizon** for those targets: the targets it does reach stay requested (each target's α on its own),
-  and where none is left the condition gets no more runs. The reason names the target, the sizes and
-  the runs that did not reach it.
+  horizon** for those targets. Where the study asks for the common α (``common: true``), that is the
+  condition's requested interval, and a common α over the study's targets cannot be read from runs
+  that do not reach one of them: the condition gets no more runs, not even the rest of the pilot's
+  seeds (:func:`rlvr_study.rounds.pilot_floor`), and the rounds spend elsewhere; the α of each target it
+  does reach is printed in its reason and reported by the analysis, not chased. Where the study asks
+  for per-target α, the targets the condition does reach stay requested (each on its own), and where
+  none is left it gets no more runs. The reason names the target, the sizes and the runs that did not
+  reach it.
+
+Why the common case stops: on the reference study the lowest rate (η_ref = 1e-6) reaches only its lowest
+target at every size within 16,384 responses, at about 5 serial minutes a seed against 1 at 3.16e-5;
+chasing that one target's α cost a third of a 30-minute study and met nothing (docs/study.md).
 
 The chased intervals replace the measurement's widths for the stop rule and the next round
 (:func:`rlvr_study.rounds.plan_round`), so the rounds spend elsewhere; :func:`status_lines` prints every
@@ -64,6 +73,11 @@ class Triage:
     @property
     def any_beyond(self) -> bool:
         return any(s.beyond for s in self.statuses.values())
+
+    @property
+    def done(self) -> set[int]:
+        """The conditions that get no more runs: not identifiable within their horizon, nothing chased."""
+        return {i for i, s in self.statuses.items() if s.status == NOT_IDENTIFIABLE}
 
 
 def beyond_horizon(runs: pd.DataFrame, column: str) -> list[tuple[float, int, int]]:
@@ -179,6 +193,15 @@ def _condition(
         for a in m.tables.targets
         if target_label(a) not in beyond
     ]
+    if study.common and kept:
+        reached = ", ".join(_describe(r) for r in pd.DataFrame(kept).itertuples())
+        return [], ConditionStatus(
+            i,
+            NOT_IDENTIFIABLE,
+            f"{why}: the common alpha needs every target within the horizon; no more runs "
+            f"(not chased: {reached})",
+            why,
+        )
     if not kept:
         return [], ConditionStatus(i, NOT_IDENTIFIABLE, f"{why}; no more runs", why)
     status = _status(i, pd.DataFrame(kept), f"{why}: those targets are not identifiable within the horizon")

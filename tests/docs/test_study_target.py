@@ -45,7 +45,7 @@ def test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses():
     rates = sorted(float(c["lr.ref_lr"]) for c in study.conditions if c["loss"] == "clipped")
     assert len(rates) == 4 and rates[-1] / rates[0] >= 10**1.5 * 0.999
     assert [c.get("clock") for c in study.conditions if c["loss"] == "unclipped"] == ["failure"]
-    assert study.budget_hours == 0.5 and study.width == 0.12 and study.failure_width == 0.6
+    assert study.budget_hours == 0.47 and study.width == 0.12 and study.failure_width == 0.6
     assert study.pilot_seeds == 5 and study.balanced
     assert study.horizon_per_size and study.horizon_factor == 2 and study.extend_pilot
 

@@ -190,9 +190,27 @@ def test_a_target_beyond_the_horizon_is_not_chased_and_says_why(beyond):
     assert "target 0.6 not reached within the horizon (12,000 responses)" in slow.reason
     assert "3 of 3 runs at B=32" in slow.reason and "3 of 3 runs at B=256" in slow.reason
     assert fast.status in (MET, OPEN) and "not reached" not in fast.reason
-    chased = t.widths[t.widths["condition"] == 0]
-    assert list(chased["clock"]) == ["target:0.3"]  # the reachable target, on its own
+    # the study asks for the common alpha (the default): it cannot be read without target 0.6, so the
+    # condition gets no more runs, the reachable target's alpha named in the reason and not chased
+    assert study.common and slow.status == NOT_IDENTIFIABLE and t.done == {0}
+    assert "the common alpha needs every target within the horizon; no more runs" in slow.reason
+    assert "not chased: alpha at 0.3 width" in slow.reason
+    assert 0 not in set(t.widths["condition"]) and 1 in set(t.widths["condition"])
     assert t.notes and t.notes[0].startswith("condition 0:")
+    # ... and not even the rest of the pilot's seeds: a 5-seed pilot on 3 seeds wants 2 more for
+    # condition 1 only, and condition 0 keeps its 3 (they stay a prefix of condition 1's)
+    five = dataclasses.replace(study, pilot_seeds=5, width=10.0)
+    plan = plan_round(five, t.measurement(m), [], 12000, RoundBudget(1e12), done=t.done)
+    assert plan.launches and {x.condition for x in plan.launches} == {1}
+    assert all(x.seeds == [3, 4] for x in plan.launches)
+    whole = plan_round(five, t.measurement(m), [], 12000, RoundBudget(1e12))
+    assert 0 in {x.condition for x in whole.launches}  # without done, the pilot floor would fill it
+    # per-target alphas asked for: the reachable target stays requested, on its own
+    apart = dataclasses.replace(study, common=False)
+    t = triage(apart, m)
+    chased = t.widths[t.widths["condition"] == 0]
+    assert list(chased["clock"]) == ["target:0.3"] and t.statuses[0].status != NOT_IDENTIFIABLE
+    assert not t.done
     # every target beyond the horizon: not identifiable, nothing chased, no more runs
     only = dataclasses.replace(study, targets=[0.6])
     m6 = dataclasses.replace(m, widths=m.widths.assign(clock="target:0.6", target=0.6))
@@ -223,10 +241,15 @@ def test_the_study_stops_when_what_is_left_is_met_or_beyond_its_horizon(beyond):
     from rlvr_study.triage import triage
 
     study, m, _, _ = beyond
-    study = dataclasses.replace(study, width=10.0)
     met = dataclasses.replace(m, widths=m.widths.assign(goal=10.0))
-    t = triage(study, met)
-    assert (t.widths["width"] <= t.widths["goal"]).all() and list(t.widths["condition"]).count(0) == 1
-    assert t.any_beyond
-    assert _stop(study, met, t, 1, RoundBudget(1e12)) is StopReason.WIDTHS_MET_OR_BEYOND
+    for common in (False, True):  # condition 0: its reachable target chased and met / not identifiable
+        study = dataclasses.replace(study, width=10.0, common=common)
+        t = triage(study, met)
+        assert (t.widths["width"] <= t.widths["goal"]).all()
+        assert list(t.widths["condition"]).count(0) == (0 if common else 1)
+        assert t.any_beyond
+        assert _stop(study, met, t, 1, RoundBudget(1e12)) is StopReason.WIDTHS_MET_OR_BEYOND
+        # a pilot of more seeds than the runs hold: the stop waits for it, but not for condition 0's
+        five = dataclasses.replace(study, pilot_seeds=5)
+        assert _stop(five, met, t, 1, RoundBudget(1e12)) is None
     assert "not identifiable" in StopReason.WIDTHS_MET_OR_BEYOND.value
