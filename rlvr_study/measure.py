@@ -260,12 +260,15 @@ def _width_rows(
     study: Study, i: int, label: str, mine: pd.DataFrame, targets, common: pd.DataFrame
 ) -> list[dict]:
     """The requested intervals of condition ``i`` (``mine``: its exponents rows): γ's for a ``failure``
-    condition; else each target's α, and the common α's as well where the common-α test does not
-    reject and the common α combines every target.
+    condition; else each target's α, or, where the common-α test does not reject and the common α
+    combines every target, the common α's.
 
-    Every target's interval is held to the same requested width as the common one: the common α is a
-    weighted mean of the targets', narrower than they are by what averaging buys, so a common interval
-    alone could be met while every target is still open (0.033 wide against targets 0.185-0.224 wide)."""
+    Where the common α answers, it is the condition's requested interval, and each target's α is
+    reported beside it with an infinite goal (never open, never chased). The common α is a weighted
+    mean of the targets' α, narrower than any of them by what averaging buys; a study that also held
+    every target to the width (this module until this release) asked for a different, much dearer
+    product: on the reference study the planner wanted 197 seeds for targets whose common α was met
+    (docs/study.md, "A round")."""
     from analysis.data.clock_tables import target_label
 
     if study.clock_of(i) == "failure":
@@ -287,6 +290,7 @@ def _width_rows(
     # must be narrow too; targets_width (the targets' median width) says how far the targets' plans must
     # go for it (plan_round scales the goal by its ratio to the common width)
     widths = [r["width"] for r in per_target if math.isfinite(r["width"])]
+    reported = [{**r, "goal": math.inf} for r in per_target]
     common_row = {
         "condition": i,
         "label": label,
@@ -297,7 +301,7 @@ def _width_rows(
         "goal": study.width,
         "targets_width": float(np.median(widths)) if widths else math.inf,
     }
-    return [common_row, *per_target]
+    return [common_row, *reported]
 
 
 def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = None) -> Measurement:
@@ -347,9 +351,11 @@ def format_widths(study: Study, m: Measurement) -> str:
         )
         w = f"{r.width:.3f}" if math.isfinite(r.width) else "inf"
         a = f"{r.exponent:.3f}" if np.isfinite(r.exponent) else "-"
-        lines.append(
-            f"  {name:<44} {what:>12} {a:>8} {w:>8} {r.goal:>6g}  {'met' if r.width <= r.goal else 'open'}"
-        )
+        status = "met" if r.width <= r.goal else "open"
+        if not math.isfinite(r.goal):  # a target's α beside the common α that answers: not chased
+            status = "reported"
+        goal = f"{r.goal:>6g}" if math.isfinite(r.goal) else f"{'-':>6}"
+        lines.append(f"  {name:<44} {what:>12} {a:>8} {w:>8} {goal}  {status}")
     return "\n".join(lines)
 
 

@@ -220,7 +220,7 @@ def _describe(r) -> str:
 def _status(i: int, rows: pd.DataFrame, why: str) -> ConditionStatus:
     """Met where every chased interval is at most its goal, else open; the reason lists them."""
     met = bool(len(rows)) and bool((rows["width"] <= rows["goal"]).all())
-    widths = ", ".join(_describe(r) for r in rows.itertuples())
+    widths = ", ".join(_describe(r) for r in rows.itertuples() if math.isfinite(r.goal))
     return ConditionStatus(i, MET if met else OPEN, "; ".join(x for x in (widths, why) if x))
 
 
