@@ -1,6 +1,6 @@
 """The widths after a round: the study folder fitted as ``rlvr-analyze`` fits it, and the width of every
-requested 95 % interval of α (per condition and target, and the common α where its test does not reject:
-every one held to the requested width), the runs per condition, size
+requested 95 % interval of α (per condition the common α where its test does not reject, with each
+target's α reported beside it; else every target's α), the runs per condition, size
 and seed, the responses spent, and each condition's horizon (docs/study.md, "A round").
 
 - :func:`measure` fits the study folder as ``rlvr-analyze`` does (``analysis.data.clock_tables.build_tables``,
@@ -286,9 +286,9 @@ def _width_rows(
     every = len(row) == 1 and str(row["targets"].iloc[0]) == " ".join(f"{a:g}" for a in targets)
     if not (every and math.isfinite(p_common) and p_common >= 0.05):
         return per_target
-    # the common-alpha test does not reject: the common alpha is the reported exponent and its interval
-    # must be narrow too; targets_width (the targets' median width) says how far the targets' plans must
-    # go for it (plan_round scales the goal by its ratio to the common width)
+    # the common-alpha test does not reject: the common alpha is the reported exponent and the requested
+    # interval; targets_width (the targets' median width) says how far the targets' plans must go for it
+    # (plan_round scales the goal by its ratio to the common width)
     widths = [r["width"] for r in per_target if math.isfinite(r["width"])]
     reported = [{**r, "goal": math.inf} for r in per_target]
     common_row = {
