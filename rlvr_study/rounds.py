@@ -34,6 +34,7 @@ from enum import Enum
 
 import pandas as pd
 
+from rlvr_study.launches import Launch, group_launches, seeds_used
 from rlvr_study.measure import Measurement
 from rlvr_study.paired import OpenInterval, SeedCost, paired_round, seeds_to_goal
 from rlvr_study.plan import Truth, design_width, plan_design, run_responses
@@ -112,19 +113,6 @@ def stop_before_round(
 
 # ---------------------------------------------------------------------------------------- planning
 @dataclass
-class Launch:
-    """One multirun of a round: a condition, its new seeds, the sizes that get them."""
-
-    condition: int
-    seeds: list[int]
-    sizes: list[int]  # prompts per rollout
-
-    @property
-    def n_runs(self) -> int:
-        return len(self.seeds) * len(self.sizes)
-
-
-@dataclass
 class RoundPlan:
     launches: list[Launch]
     responses: float  # planned responses (each run at the median of its ended runs, else its budget)
@@ -178,39 +166,6 @@ def pilot_complete(study: Study, m: Measurement, done: Collection[int] = ()) -> 
     """Whether every condition (but those in ``done``) holds ``pilot_seeds`` runs at every size."""
     have = {k: len(v) for k, v in seeds_used(m).items()}
     return not pilot_floor(study, have, done).runs
-
-
-def seeds_used(m: Measurement) -> dict[tuple[int, int], set[int]]:
-    """(condition, P) -> the seeds the folder's runs of that condition and size used."""
-    used: dict[tuple[int, int], set[int]] = {}
-    for r in m.runs.itertuples():
-        if r.cond is not None and not pd.isna(r.cond):
-            used.setdefault((int(r.cond), int(r.P)), set()).add(int(r.seed))
-    return used
-
-
-def group_launches(
-    additions: dict[tuple[int, int], int], used: dict[tuple[int, int], set[int]], first_seed: int = 0
-) -> list[Launch]:
-    """Runs to add per (condition, P) as multiruns: each (condition, P) takes the next unused seeds
-    (from ``first_seed`` where it has none).
-    Sizes of a condition whose new seeds start at the same number share multiruns in layers: with 10
-    new runs at P = 4 and 11 at P = 32, seeds 2..11 at both sizes, then seed 12 at P = 32."""
-    by_start: dict[tuple[int, int], dict[int, int]] = {}
-    for (cond, p), k in sorted(additions.items()):
-        if k <= 0:
-            continue
-        have = used.get((cond, p), set())
-        start = max(have) + 1 if have else first_seed
-        by_start.setdefault((cond, start), {})[p] = k
-    out = []
-    for (cond, start), counts in sorted(by_start.items()):
-        done = 0
-        for level in sorted(set(counts.values())):
-            sizes = sorted(p for p, k in counts.items() if k >= level)
-            out.append(Launch(cond, list(range(start + done, start + level)), sizes))
-            done = level
-    return out
 
 
 def _early_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[int]:
