@@ -208,7 +208,7 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         study.horizon_factor = _positive(raw, "horizon_factor")
         if study.horizon_factor < 1:
             raise StudyError(f"horizon_factor: at least 1, got {study.horizon_factor!r}")
-    for key in ("horizon_per_size", "extend_pilot", "balanced"):
+    for key in ("horizon_per_size", "extend_pilot", "balanced", "common"):
         if key in raw:
             setattr(study, key, _flag(raw, key))
     if "assurance" in raw:
@@ -228,10 +228,6 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         ):
             raise StudyError(f"gain_targets: a list of fractions in (0, 1), got {raw['gain_targets']!r}")
         study.gain_targets = tuple(float(f) for f in value)
-    if "common" in raw:
-        if not isinstance(raw["common"], bool):
-            raise StudyError(f"common: true or false, got {raw['common']!r}")
-        study.common = raw["common"]
     if "crossing" in raw:
         from analysis.data.crossings import crossing_names
 
