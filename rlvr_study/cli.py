@@ -397,13 +397,14 @@ def _extension(study: Study, state: dict) -> RoundPlan | None:
     return RoundPlan(launches, 0.0) if launches else None
 
 
-def _record_widths(study: Study, state: dict, m: Measurement) -> None:
-    """Print and record (in the last round's entry) what the folder measures after it."""
+def _record_widths(study: Study, state: dict, m: Measurement, done: set[int]) -> None:
+    """Print and record (in the last round's entry) what the folder measures after it (``done``: the
+    conditions not identifiable within their horizon)."""
     print(
         f"after round {len(state['rounds']) - 1}: {len(m.runs)} runs, {m.responses:g} responses spent"
         f" of {study.budget_responses:g}, {_hours(state):.2f} h of {study.budget_hours:g}"
     )
-    print(format_widths(study, m))
+    print(format_widths(study, m, done))
     for line in plateau_lines(study, m):
         print(line)
     state["rounds"][-1]["widths"] = m.widths.replace([math.inf], None).to_dict("records")
@@ -477,8 +478,8 @@ def run_study(
                 return 0
             launched += 1
             continue
-        _record_widths(study, state, m)
         chased = triage(study, m)
+        _record_widths(study, state, m, chased.done)
         for note in chased.notes:
             print(f"  {note}")
         budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))

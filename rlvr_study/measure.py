@@ -339,8 +339,9 @@ def measurement(study: Study, tables, exps: pd.DataFrame, fits: dict | None = No
     return out
 
 
-def format_widths(study: Study, m: Measurement) -> str:
-    """One line per condition and target: width against the goal."""
+def format_widths(study: Study, m: Measurement, done: set[int] | frozenset = frozenset()) -> str:
+    """One line per condition and target: width against the goal (``done``: conditions that get no more
+    runs, not identifiable within their horizon: their open rows say so)."""
     lines = [f"  {'condition':<44} {'interval':>12} {'exponent':>8} {'width':>8} {'goal':>6}"]
     for r in m.widths.itertuples():
         name = " ".join(study.condition_overrides(r.condition)) or "all"
@@ -354,6 +355,8 @@ def format_widths(study: Study, m: Measurement) -> str:
         status = "met" if r.width <= r.goal else "open"
         if not math.isfinite(r.goal):  # a target's α beside the common α that answers: not chased
             status = "reported"
+        elif status == "open" and r.condition in done:
+            status = "beyond horizon"
         goal = f"{r.goal:>6g}" if math.isfinite(r.goal) else f"{'-':>6}"
         lines.append(f"  {name:<44} {what:>12} {a:>8} {w:>8} {goal}  {status}")
     return "\n".join(lines)

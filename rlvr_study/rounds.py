@@ -162,6 +162,12 @@ def pilot_floor(study: Study, have: dict[tuple[int, int], int], done: Collection
     return WantedRuns(runs, notes, ratios={c: math.inf for c, _ in runs})
 
 
+def _distinct_notes(notes: list[str]) -> list[str]:
+    """``notes`` without those another note repeats and extends (the pilot floor's line, which the paired
+    allocation's says again with the seeds it gives)."""
+    return [n for i, n in enumerate(notes) if n not in notes[:i] and not any(o != n and o.startswith(n) for o in notes)]
+
+
 def pilot_complete(study: Study, m: Measurement, done: Collection[int] = ()) -> bool:
     """Whether every condition (but those in ``done``) holds ``pilot_seeds`` runs at every size."""
     have = {k: len(v) for k, v in seeds_used(m).items()}
@@ -563,6 +569,6 @@ def plan_round(
     return RoundPlan(
         group_launches(taken.added, used, study.first_seed),
         taken.responses,
-        wanted.notes + taken.notes,
+        _distinct_notes(wanted.notes + taken.notes),
         taken.stop,
     )

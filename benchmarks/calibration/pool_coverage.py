@@ -15,6 +15,11 @@ seed blocks, as a study runs them; C(n, k) distinct designs from n design seeds,
 draws and the coverage rests on that many), fits them exactly as ``rlvr-analyze`` and ``rlvr-study`` do
 (``--bootstrap`` resamples, seed blocks), and records whether each interval holds the truth estimate.
 
+``--truth complement`` draws the designs from every seed instead and takes each draw's truth from the
+seeds that design did not draw: every draw is a fresh split, so the coverage is not one comparison of
+two fixed halves repeated (designs drawn from a few seeds share them), and the truth has every seed the
+design leaves (sharper than a half).
+
 Because the truth is an estimate itself, a 95 % interval holds it less often than 95 % even when it is
 exact: with truth variance ``r`` times the design's, about ``P(|Z| < 1.96 / sqrt(1 + r))`` (89 % at
 r = 1/2, 92 % at r = 1/4). The table prints the truth's own interval width beside the designs' so the
@@ -118,10 +123,14 @@ def _one_draw(draw: int) -> dict[str, tuple[float, float, float]]:
         records, hours = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"], s["skipped"])
     out = estimates(records, s["options"], s["n_boot"], seed=draw)
     out[COST] = (hours, math.nan, math.nan)
+    if s.get("complement"):  # the truth of this draw: every seed the design did not draw, full evaluations
+        held_out = [r for r, key in zip(s["truth_pool"], s["truth_keys"]) if key and key not in chosen]
+        out[TRUTH] = estimates(held_out, s["truth_options"], s["n_boot"], seed=10_000 + draw)
     return out
 
 
 COST = "__cost__|hours"
+TRUTH = "__truth__"
 
 
 def skipped_seconds(original, thin) -> list[tuple[float, float]]:
@@ -207,34 +216,43 @@ def _binomial_ci(hits: int, n: int) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def summarise(truth: dict, draws: list[dict]) -> pd.DataFrame:
+def summarise(truth: dict | None, draws: list[dict]) -> pd.DataFrame:
+    """The coverage table; ``truth`` None: each draw holds its own truth (``--truth complement``), and
+    the table's truth and truth width are the draws' mean point and median width."""
     rows = []
-    for name, (point, lo, hi) in sorted(truth.items()):
+    names = sorted(truth) if truth is not None else sorted({n for d in draws for n in d.get(TRUTH, {})})
+    for name in names:
         where, clock = name.split("|", 1)
-        got = [d.get(name) for d in draws]
-        if not np.isfinite(point):  # nothing to cover: the truth seeds did not identify it
-            rows.append({"condition": where, "clock": clock, "truth": point, "draws": len(got)})
+        pairs = [
+            (d.get(name), truth[name] if truth is not None else d[TRUTH].get(name, (math.nan,) * 3))
+            for d in draws
+        ]  # fmt: skip
+        pairs = [(g, t) for g, t in pairs if np.isfinite(t[0])]  # a truth that identified the clock
+        if not pairs:  # nothing to cover: the truth seeds did not identify it
+            rows.append({"condition": where, "clock": clock, "truth": math.nan, "draws": len(draws)})
             continue
-        finite = [g for g in got if g is not None and np.isfinite(g[1]) and np.isfinite(g[2])]
-        hits = sum(g[1] <= point <= g[2] for g in finite)
-        joint = sum(_joint_hit(g, (point, lo, hi)) for g in finite)
-        n = len(got)
-        median_width = float(np.median([g[2] - g[1] for g in finite])) if finite else math.inf
+        point = float(np.mean([t[0] for _, t in pairs]))
+        truth_width = float(np.median([t[2] - t[1] for _, t in pairs]))
+        finite = [(g, t) for g, t in pairs if g is not None and np.isfinite(g[1]) and np.isfinite(g[2])]
+        hits = sum(g[1] <= t[0] <= g[2] for g, t in finite)
+        joint = sum(_joint_hit(g, t) for g, t in finite)
+        n = len(pairs)
+        median_width = float(np.median([g[2] - g[1] for g, _ in finite])) if finite else math.inf
         cov_lo, cov_hi = _binomial_ci(hits, n) if n else (math.nan, math.nan)
         rows.append(
             {
                 "condition": where,
                 "clock": clock,
                 "truth": point,
-                "truth_width": hi - lo,
+                "truth_width": truth_width,
                 "draws": n,
                 "coverage": hits / n if n else math.nan,
                 "coverage_low": cov_lo,
                 "coverage_high": cov_hi,
                 "median_width": median_width,
                 "unidentified": 1 - len(finite) / n if n else math.nan,
-                "bias": float(np.mean([g[0] for g in finite]) - point) if finite else math.nan,
-                "expected": _expected(hi - lo, median_width),
+                "bias": float(np.mean([g[0] - t[0] for g, t in finite])) if finite else math.nan,
+                "expected": _expected(truth_width, median_width),
                 "coverage_joint": joint / n if n else math.nan,
             }
         )
@@ -311,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     src.add_argument("--runs", nargs="+", help="folders of run directories")
     p.add_argument("--truth-seeds", default="", help="seeds of the truth, e.g. 0-9 (default: larger half)")
+    p.add_argument(
+        "--truth", choices=["seeds", "complement"], default="seeds",
+        help="seeds: one truth from --truth-seeds, designs from the rest; complement: designs from every "
+        "seed, each draw's truth from the seeds that design did not draw (a fresh split per draw)",
+    )  # fmt: skip
     p.add_argument("--design-seeds", type=int, default=5, help="seeds per condition in each design")
     p.add_argument("--draws", type=int, default=200)
     p.add_argument("--bootstrap", type=int, default=500)
@@ -353,10 +376,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         tables = build_tables(records, options)
         truth_seeds, design_seeds = split(tables.runs, parse_seeds(args.truth_seeds))
+        complement = args.truth == "complement"
+        if complement:  # every complete seed can be drawn; the truth is each draw's complement
+            design_seeds = {c: truth_seeds[c] | design_seeds[c] for c in design_seeds}
+            truth_seeds = {c: set() for c in design_seeds}
         key_of = {r["run"]: (r["condition"], int(r["seed"])) for _, r in tables.runs.iterrows()}
         keys = [key_of.get(r.run) for r in records]
         truth_records = [r for r, k in zip(records, keys) if k and k[1] in truth_seeds[k[0]]]
-        truth = estimates(truth_records, options, args.bootstrap)
+        truth = None if complement else estimates(truth_records, options, args.bootstrap)
         size_of = {r["run"]: float(r["B"]) for _, r in tables.runs.iterrows()}
         sizes = set(args.design_sizes) if args.design_sizes else set(size_of.values())
         design = [
@@ -392,12 +419,15 @@ def main(argv: list[str] | None = None) -> int:
             records=thin, keys=thin_keys, design_seeds=design_seeds, k=args.design_seeds,
             options=design_options, n_boot=args.bootstrap, seed=args.seed, size_factor=args.size_horizon_factor,
             pilot=args.pilot_seeds, top=top, key_of=key_of, skipped=skipped,
+            complement=complement, truth_pool=records, truth_options=options,
+            truth_keys=[k if k and k[1] in design_seeds.get(k[0], ()) else None for k in keys],
         )  # fmt: skip
         for condition in sorted(truth_seeds):
             n, k = len(design_seeds[condition]), min(args.design_seeds, len(design_seeds[condition]))
             distinct = math.comb(n, k)
+            held = f"the {n - k} seeds each design leaves" if complement else sorted(truth_seeds[condition])
             print(
-                f"{condition}: truth seeds {sorted(truth_seeds[condition])}, "
+                f"{condition}: truth seeds {held}, "
                 f"design seeds {sorted(design_seeds[condition])} (draws take {k}: {distinct} distinct designs"
                 + (
                     f"; {args.draws} draws repeat them, the coverage rests on {distinct})"

@@ -144,6 +144,57 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
     assert json.loads(json.dumps(pool_coverage.parse_seeds("0-2,5"), default=sorted)) == [0, 1, 2, 5]
 
 
+def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_path, capsys):
+    import stop_rule_coverage
+
+    spec = SyntheticSpec(alpha=0.3, gamma=None, sizes=(32, 64, 128, 256), seeds=8, targets=(0.3, 0.5), seed=5)
+    write_run_dirs(simulate(spec), tmp_path / "runs")
+    pool = str(tmp_path / "pool.tar.xz")
+    pack([tmp_path / "runs"], pool)
+    common = ["--pool", pool, "--bootstrap", "200", "--jobs", "1", "--crossing", "interval"]
+    out = tmp_path / "complement.csv"
+    argv = [*common, "--truth", "complement", "--draws", "4", "--design-seeds", "3", "--out", str(out)]
+    assert pool_coverage.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "truth seeds the 5 seeds each design leaves" in printed and "draws take 3: 56 distinct" in printed
+    table = pd.read_csv(out).set_index("clock")
+    assert (table["draws"] == 4).all()
+    assert abs(table.loc["common", "truth"] - 0.3) < table.loc["common", "truth_width"]
+    # the stop rule: width 0 is never met (every draw ends with all 4 design seeds), width 10 at the first
+    # look (2 seeds); each coverage is then that of the fixed design it stopped on
+    out = tmp_path / "stop.csv"
+    argv = [*common, "--truth-seeds", "0-3", "--start-seeds", "2", "--widths", "0", "10", "--draws", "3"]
+    assert stop_rule_coverage.main([*argv, "--out", str(out)]) == 0
+    assert "looks at 2..4 seeds" in capsys.readouterr().out
+    stop = pd.read_csv(out).set_index("width")
+    assert stop.loc[0, "met"] == 0 and stop.loc[0, "mean_seeds"] == 4 and stop.loc[10, "met"] == 1
+    assert stop.loc[10, "mean_seeds"] == 2 and (stop["draws"] == 3).all()
+    assert stop.loc[0, "coverage"] == stop.loc[0, "coverage_all"]
+    assert stop.loc[10, "coverage"] == stop.loc[10, "coverage_start"]
+    # a truth per draw: looks at 2..3 seeds of all 8, the truth from the 5 after them
+    argv = [*common, "--truth", "complement", "--start-seeds", "2", "--max-seeds", "3", "--widths", "0", "10"]
+    assert stop_rule_coverage.main([*argv, "--draws", "3", "--out", str(out)]) == 0
+    assert "truth seeds the 5 seeds after each draw's last look" in capsys.readouterr().out
+    stop = pd.read_csv(out).set_index("width")
+    assert stop.loc[0, "mean_seeds"] == 3 and stop.loc[10, "mean_seeds"] == 2
+    assert abs(stop.loc[0, "truth"] - 0.3) < stop.loc[0, "truth_width"]
+    prefixes = [(5, 0.3, 0.1, 0.5), (6, 0.32, 0.2, 0.45), (7, 0.31, 0.25, 0.37)]
+    assert stop_rule_coverage.stopped(prefixes, 0.25) == ((6, 0.32, 0.2, 0.45), True)
+    assert stop_rule_coverage.stopped(prefixes, 0.05) == ((7, 0.31, 0.25, 0.37), False)
+
+
+def test_a_truth_per_draw_is_what_each_draw_is_checked_against():
+    truth_of = pool_coverage.TRUTH
+    draws = [
+        {"c|common": (0.3, 0.2, 0.4), truth_of: {"c|common": (0.25, 0.2, 0.3)}},  # held
+        {"c|common": (0.3, 0.2, 0.4), truth_of: {"c|common": (0.5, 0.4, 0.6)}},  # missed
+        {"c|common": (0.3, 0.2, 0.4), truth_of: {"c|common": (np.nan, np.nan, np.nan)}},  # no truth: not counted
+    ]
+    row = pool_coverage.summarise(None, draws).iloc[0]
+    assert row["draws"] == 2 and row["coverage"] == 0.5 and row["truth"] == pytest.approx(0.375)
+    assert row["bias"] == pytest.approx(-0.075) and row["truth_width"] == pytest.approx(0.15)
+
+
 def test_joint_coverage_counts_the_truths_own_noise():
     # equal exact widths: the points 1.3 half-widths apart are inside the joint band (1.96 * sqrt 2 ses)
     # though the truth is outside the design's interval

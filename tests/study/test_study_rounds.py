@@ -429,6 +429,11 @@ def test_a_met_common_width_is_the_answer_and_the_targets_are_reported(common_an
     wide = met.copy()
     wide.loc[wide["clock"] == "common", "width"] = 0.3
     wide_m = Measurement(wide, m.runs, m.responses, m.group_size)
+    # a condition the triage gave up on (not identifiable within its horizon) prints so, not as open
+    common_line = [line for line in format_widths(study, wide_m).splitlines() if "common alpha" in line]
+    assert common_line[0].rstrip().endswith("open")
+    common_line = [line for line in format_widths(study, wide_m, {0}).splitlines() if "common alpha" in line]
+    assert common_line[0].rstrip().endswith("beyond horizon")
     assert stop_before_round(study, wide_m, 1, RoundBudget(1e12)) is None
     pilots = pilot_conditions(str(study.folder), n_boot=200)
     plan = plan_round(study, wide_m, pilots, BUDGET, RoundBudget(1e9))
@@ -760,3 +765,12 @@ def test_a_pilot_under_an_hours_budget_comes_in_whole_seeds(pilot):
     assert stop_before_round(study, m_met, 1, RoundBudget(1e12)) is None  # pilot incomplete: go on
     done = dataclasses.replace(study, pilot_seeds=2)
     assert stop_before_round(done, m_met, 1, RoundBudget(1e12)) is StopReason.WIDTHS_MET
+
+
+def test_a_note_another_repeats_and_extends_is_printed_once():
+    from rlvr_study.rounds import _distinct_notes
+
+    floor = "the pilot's 5 seeds at every size are not complete"
+    paired = floor + ": seeds up to 5 for every condition first"
+    notes = [floor, "budget: the rest of the planned runs do not fit", paired, paired]
+    assert _distinct_notes(notes) == ["budget: the rest of the planned runs do not fit", paired]

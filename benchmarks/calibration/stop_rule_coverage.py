@@ -1,0 +1,215 @@
+"""Coverage of the interval a study stops on: the stop rule replayed on a pool of real runs.
+
+    python benchmarks/calibration/stop_rule_coverage.py --pool benchmarks/data/reference_pool.tar.xz \
+        --truth-seeds 0-9 --start-seeds 5 --widths 0.12 0.2 0.3 --size-horizon-factor 2
+
+``rlvr-study`` adds seeds to a condition until its requested interval (the common α) is as narrow as
+asked, and reports the interval it stopped on. Stopping once a width is met selects the narrow intervals
+of their distribution (those whose seeds happened to scatter little), so the stopped interval can hold
+the truth less often than a design of the same size fixed in advance. :mod:`pool_coverage` checks fixed
+designs; this script checks the rule. Per condition and draw, the design seeds (the pool's seeds other
+than ``--truth-seeds``) are put in a random order; the first ``--start-seeds`` are the pilot (the first
+``--pilot-seeds`` of them fix the per-size horizons with ``--size-horizon-factor``, as a study does),
+then seeds are added **one at a time** — a study adds several per round, so one at a time gives the
+rule every chance to stop early: the worst case — and the first prefix whose common α is at most
+``W`` wide is where a study with width ``W`` stops; a draw that never meets ``W`` ends at its last look
+(every design seed, or ``--max-seeds``: a budget end). ``--truth complement`` draws the order from every
+seed and takes each draw's truth from the seeds after its last look (a fresh split per draw, as in
+:mod:`pool_coverage`). Every prefix is fitted as ``rlvr-study`` fits it (``--bootstrap`` seed-block
+resamples, isotonic crossings), so all widths are replayed from the same fits.
+
+Output, one row per condition and width: the share of draws that met the width and their mean seeds at
+the stop, the coverage of the truth (the common α of the truth seeds, every run) by the stopped
+intervals with its binomial 95 % interval, the same among the draws that met the width, and beside them
+the coverage of fixed designs of the same draws at the start and at every design seed (what
+:mod:`pool_coverage` measures) and ``expected``: the coverage an exact interval of the stopped median
+width would show against a truth this noisy. ``--out`` writes the rows as CSV.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from pool_coverage import _binomial_ci, _expected, estimates, parse_seeds, size_horizons, split  # noqa: E402
+
+from analysis.data.clock_tables import ClockOptions, build_tables  # noqa: E402
+from analysis.data.load import load_source  # noqa: E402
+from analysis.data.pool import unpack  # noqa: E402
+
+_STATE: dict = {}
+COLUMNS = [
+    "condition", "width", "draws", "met", "mean_seeds", "coverage", "coverage_low", "coverage_high",
+    "coverage_met", "median_width", "expected", "coverage_start", "coverage_all", "truth", "truth_width",
+]  # fmt: skip
+
+
+def _init(state: dict) -> None:
+    _STATE.update(state)
+
+
+def _one_draw(draw: int) -> dict:
+    """condition -> [(seeds, point, low, high)] of the common α of every prefix of a random seed order
+    (up to ``max_seeds``); with a complement truth also ``(condition, "truth")`` -> the common α of the
+    seeds after the last prefix."""
+    s = _STATE
+    rng = np.random.default_rng([s["seed"], draw])
+    out: dict = {}
+    for condition, seeds in sorted(s["design_seeds"].items()):
+        order = [int(x) for x in rng.permutation(sorted(seeds))]
+        last = min(len(order), s["max_seeds"] or len(order))
+        if s["complement"]:
+            held_out = {(condition, x) for x in order[last:]}
+            truth = [r for r, key in zip(s["records"], s["keys"]) if key in held_out]
+            est = estimates(truth, s["options"], s["n_boot"], seed=10_000 + draw).get(f"{condition}|common")
+            out[(condition, "truth")] = est if est else (math.nan,) * 3
+        pilot = {(condition, x) for x in order[: s["pilot"]]}
+        prefixes = []
+        for k in range(min(s["start"], last), last + 1):
+            chosen = {(condition, x) for x in order[:k]}
+            records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
+            if s["size_factor"]:
+                records, _ = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"])
+            est = estimates(records, s["options"], s["n_boot"], seed=draw).get(f"{condition}|common")
+            prefixes.append((k, *(est if est else (math.nan, math.nan, math.nan))))
+        out[condition] = prefixes
+    return out
+
+
+def stopped(prefixes: list[tuple[int, float, float, float]], width: float) -> tuple[tuple, bool]:
+    """The prefix a study with this width stops on (the first at most ``width`` wide, else the last) and
+    whether it met the width."""
+    for p in prefixes:
+        if np.isfinite(p[2]) and np.isfinite(p[3]) and p[3] - p[2] <= width:
+            return p, True
+    return prefixes[-1], False
+
+
+def _hit(p: tuple, truth: float) -> bool:
+    return bool(np.isfinite(p[2]) and np.isfinite(p[3]) and p[2] <= truth <= p[3])
+
+
+def summarise(truth: dict | None, draws: list[dict], widths: list[float]) -> pd.DataFrame:
+    """The table; ``truth`` None: each draw's own truth (``(condition, "truth")``)."""
+    rows = []
+    for condition in sorted(k for k in draws[0] if isinstance(k, str)) if draws else []:
+        fixed = truth.get(f"{condition}|common", (math.nan,) * 3) if truth is not None else None
+        pairs = [(d[condition], fixed or d[(condition, "truth")]) for d in draws if d.get(condition)]
+        pairs = [(seq, t) for seq, t in pairs if np.isfinite(t[0])]
+        if not pairs:
+            continue
+        point = float(np.mean([t[0] for _, t in pairs]))
+        truth_width = float(np.median([t[2] - t[1] for _, t in pairs]))
+        for w in widths:
+            picked = [(*stopped(seq, w), t[0]) for seq, t in pairs]
+            hits = sum(_hit(p, t) for p, _, t in picked)
+            met = [(p, t) for p, m, t in picked if m]
+            n = len(picked)
+            c_lo, c_hi = _binomial_ci(hits, n) if n else (math.nan, math.nan)
+            widths_stopped = [p[3] - p[2] for p, _, _ in picked if np.isfinite(p[2]) and np.isfinite(p[3])]
+            median_width = float(np.median(widths_stopped)) if widths_stopped else math.inf
+            rows.append(
+                {
+                    "condition": condition, "width": w, "draws": n, "met": len(met) / n if n else math.nan,
+                    "mean_seeds": float(np.mean([p[0] for p, _, _ in picked])) if n else math.nan,
+                    "coverage": hits / n if n else math.nan, "coverage_low": c_lo, "coverage_high": c_hi,
+                    "coverage_met": sum(_hit(p, t) for p, t in met) / len(met) if met else math.nan,
+                    "median_width": median_width, "expected": _expected(truth_width, median_width),
+                    "coverage_start": float(np.mean([_hit(seq[0], t[0]) for seq, t in pairs])),
+                    "coverage_all": float(np.mean([_hit(seq[-1], t[0]) for seq, t in pairs])),
+                    "truth": point, "truth_width": truth_width,
+                }
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pool", nargs="+", required=True, help="pool files (python -m analysis.data.pool pack ...)")
+    p.add_argument("--truth-seeds", default="", help="seeds of the truth, e.g. 0-9 (default: larger half)")
+    p.add_argument(
+        "--truth", choices=["seeds", "complement"], default="seeds",
+        help="seeds: one truth from --truth-seeds; complement: each draw's truth from the seeds after its "
+        "--max-seeds (a fresh split per draw)",
+    )  # fmt: skip
+    p.add_argument("--start-seeds", type=int, default=5, help="seeds of the pilot (the first look)")
+    p.add_argument("--max-seeds", type=int, default=0, help="the last look (0: every design seed)")
+    p.add_argument("--widths", type=float, nargs="+", default=[0.12], help="requested widths to replay")
+    p.add_argument("--conditions", nargs="*", default=None, help="only conditions whose name holds one of these")
+    p.add_argument("--draws", type=int, default=200)
+    p.add_argument("--bootstrap", type=int, default=500)
+    p.add_argument("--targets", type=float, nargs="*", default=None)
+    p.add_argument("--crossing", default="isotonic")
+    p.add_argument("--size-horizon-factor", type=float, default=0.0, help="per-size horizons (0: off)")
+    p.add_argument("--pilot-seeds", type=int, default=2, help="the seeds that fix per-size horizons")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="CSV of the rows")
+    args = p.parse_args(argv)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = [str(unpack(f, Path(tmp) / str(i))) for i, f in enumerate(args.pool)]
+        records = [r for f in folders for r in load_source(f).runs]
+        options = ClockOptions(
+            targets=tuple(args.targets) if args.targets else None, crossing=args.crossing, horizon="auto"
+        )
+        tables = build_tables(records, options)
+        truth_seeds, design_seeds = split(tables.runs, parse_seeds(args.truth_seeds))
+        complement = args.truth == "complement"
+        if complement:
+            design_seeds = {c: truth_seeds[c] | design_seeds[c] for c in design_seeds}
+            truth_seeds = {c: set() for c in design_seeds}
+        if args.conditions:
+            keep = [c for c in design_seeds if any(x in c for x in args.conditions)]
+            truth_seeds = {c: truth_seeds[c] for c in keep}
+            design_seeds = {c: design_seeds[c] for c in keep}
+        key_of = {r["run"]: (r["condition"], int(r["seed"])) for _, r in tables.runs.iterrows()}
+        keys = [key_of.get(r.run) for r in records]
+        truth_records = [r for r, k in zip(records, keys) if k and k[0] in truth_seeds and k[1] in truth_seeds[k[0]]]
+        truth = None if complement else estimates(truth_records, options, args.bootstrap)
+        top_label = f"target:{max(tables.targets):g}"
+        top = {
+            r["run"]: (
+                float(r["B"]),
+                math.nan if bool(r[f"{top_label}:censored"]) else float(r[top_label]),
+                float(r["horizon"]),
+            )
+            for _, r in tables.runs.iterrows()
+        }
+        for condition in sorted(design_seeds):
+            n = len(design_seeds[condition])
+            last = min(n, args.max_seeds or n)
+            held = f"the {n - last} seeds after each draw's last look" if complement else sorted(truth_seeds[condition])
+            print(
+                f"{condition}: truth seeds {held}, design seeds "
+                f"{sorted(design_seeds[condition])}: looks at {args.start_seeds}..{last} seeds"
+            )
+        state = dict(
+            records=records, keys=keys, design_seeds=design_seeds, start=args.start_seeds, options=options,
+            n_boot=args.bootstrap, seed=args.seed, size_factor=args.size_horizon_factor,
+            pilot=args.pilot_seeds, top=top, key_of=key_of, max_seeds=args.max_seeds, complement=complement,
+        )  # fmt: skip
+        with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
+            draws = list(ex.map(_one_draw, range(args.draws)))
+    table = summarise(truth, draws, args.widths)
+    with pd.option_context("display.width", 220, "display.max_columns", 20):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    print(f"wall_s={time.time() - t0:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
