@@ -165,7 +165,11 @@ def pilot_floor(study: Study, have: dict[tuple[int, int], int], done: Collection
 def _distinct_notes(notes: list[str]) -> list[str]:
     """``notes`` without those another note repeats and extends (the pilot floor's line, which the paired
     allocation's says again with the seeds it gives)."""
-    return [n for i, n in enumerate(notes) if n not in notes[:i] and not any(o != n and o.startswith(n) for o in notes)]
+    return [
+        n
+        for i, n in enumerate(notes)
+        if n not in notes[:i] and not any(o != n and o.startswith(n) for o in notes)
+    ]
 
 
 def pilot_complete(study: Study, m: Measurement, done: Collection[int] = ()) -> bool:

@@ -136,7 +136,9 @@ def summarise(truth: dict | None, draws: list[dict], widths: list[float]) -> pd.
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--pool", nargs="+", required=True, help="pool files (python -m analysis.data.pool pack ...)")
+    p.add_argument(
+        "--pool", nargs="+", required=True, help="pool files (python -m analysis.data.pool pack ...)"
+    )
     p.add_argument("--truth-seeds", default="", help="seeds of the truth, e.g. 0-9 (default: larger half)")
     p.add_argument(
         "--truth", choices=["seeds", "complement"], default="seeds",
@@ -146,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-seeds", type=int, default=5, help="seeds of the pilot (the first look)")
     p.add_argument("--max-seeds", type=int, default=0, help="the last look (0: every design seed)")
     p.add_argument("--widths", type=float, nargs="+", default=[0.12], help="requested widths to replay")
-    p.add_argument("--conditions", nargs="*", default=None, help="only conditions whose name holds one of these")
+    p.add_argument(
+        "--conditions", nargs="*", default=None, help="only conditions whose name holds one of these"
+    )
     p.add_argument("--draws", type=int, default=200)
     p.add_argument("--bootstrap", type=int, default=500)
     p.add_argument("--targets", type=float, nargs="*", default=None)
@@ -176,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             design_seeds = {c: design_seeds[c] for c in keep}
         key_of = {r["run"]: (r["condition"], int(r["seed"])) for _, r in tables.runs.iterrows()}
         keys = [key_of.get(r.run) for r in records]
-        truth_records = [r for r, k in zip(records, keys) if k and k[0] in truth_seeds and k[1] in truth_seeds[k[0]]]
+        truth_records = [
+            r for r, k in zip(records, keys) if k and k[0] in truth_seeds and k[1] in truth_seeds[k[0]]
+        ]
         truth = None if complement else estimates(truth_records, options, args.bootstrap)
         top_label = f"target:{max(tables.targets):g}"
         top = {
@@ -190,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         for condition in sorted(design_seeds):
             n = len(design_seeds[condition])
             last = min(n, args.max_seeds or n)
-            held = f"the {n - last} seeds after each draw's last look" if complement else sorted(truth_seeds[condition])
+            held = (
+                f"the {n - last} seeds after each draw's last look"
+                if complement
+                else sorted(truth_seeds[condition])
+            )
             print(
                 f"{condition}: truth seeds {held}, design seeds "
                 f"{sorted(design_seeds[condition])}: looks at {args.start_seeds}..{last} seeds"

@@ -188,7 +188,10 @@ def test_a_truth_per_draw_is_what_each_draw_is_checked_against():
     draws = [
         {"c|common": (0.3, 0.2, 0.4), truth_of: {"c|common": (0.25, 0.2, 0.3)}},  # held
         {"c|common": (0.3, 0.2, 0.4), truth_of: {"c|common": (0.5, 0.4, 0.6)}},  # missed
-        {"c|common": (0.3, 0.2, 0.4), truth_of: {"c|common": (np.nan, np.nan, np.nan)}},  # no truth: not counted
+        {
+            "c|common": (0.3, 0.2, 0.4),
+            truth_of: {"c|common": (np.nan, np.nan, np.nan)},
+        },  # no truth: not counted
     ]
     row = pool_coverage.summarise(None, draws).iloc[0]
     assert row["draws"] == 2 and row["coverage"] == 0.5 and row["truth"] == pytest.approx(0.375)
