@@ -72,8 +72,7 @@ def _one_draw(draw: int) -> dict:
         if s["complement"]:
             held_out = {(condition, x) for x in order[last:]}
             truth = [r for r, key in zip(s["records"], s["keys"]) if key in held_out]
-            est = estimates(truth, s["options"], s["n_boot"], seed=10_000 + draw).get(f"{condition}|common")
-            out[(condition, "truth")] = est if est else (math.nan,) * 3
+            out[(condition, "truth")] = _common(estimates(truth, s["options"], s["n_boot"], seed=10_000 + draw))
         pilot = {(condition, x) for x in order[: s["pilot"]]}
         prefixes = []
         for k in range(min(s["start"], last), last + 1):
@@ -81,10 +80,16 @@ def _one_draw(draw: int) -> dict:
             records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
             if s["size_factor"]:
                 records, _ = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"])
-            est = estimates(records, s["options"], s["n_boot"], seed=draw).get(f"{condition}|common")
-            prefixes.append((k, *(est if est else (math.nan, math.nan, math.nan))))
+            prefixes.append((k, *_common(estimates(records, s["options"], s["n_boot"], seed=draw))))
         out[condition] = prefixes
     return out
+
+
+def _common(est: dict) -> tuple[float, float, float]:
+    """The common α of an estimate of **one** condition's runs (its label is the tables' own: with one
+    condition no key varies, so it is not the pool's condition name)."""
+    found = [v for k, v in est.items() if k.endswith("|common")]
+    return tuple(found[0]) if len(found) == 1 else (math.nan,) * 3
 
 
 def stopped(prefixes: list[tuple[int, float, float, float]], width: float) -> tuple[tuple, bool]:

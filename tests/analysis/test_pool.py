@@ -147,8 +147,14 @@ def test_held_out_coverage_keeps_seeds_apart_and_covers_a_known_exponent(tmp_pat
 def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_path, capsys):
     import stop_rule_coverage
 
-    spec = SyntheticSpec(alpha=0.3, gamma=None, sizes=(32, 64, 128, 256), seeds=8, targets=(0.3, 0.5), seed=5)
-    write_run_dirs(simulate(spec), tmp_path / "runs")
+    # two conditions (two rates): each condition's runs fitted alone are labelled by the tables, not by
+    # the pool's condition name, and the replay must still find them
+    for lr, alpha in ((1e-5, 0.3), (3e-5, 0.3)):
+        spec = SyntheticSpec(
+            alpha=alpha, gamma=None, sizes=(32, 64, 128, 256), seeds=8, targets=(0.3, 0.5), seed=5,
+            overrides=(("lr.ref_lr", lr),),
+        )  # fmt: skip
+        write_run_dirs(simulate(spec), tmp_path / "runs")
     pool = str(tmp_path / "pool.tar.xz")
     pack([tmp_path / "runs"], pool)
     common = ["--pool", pool, "--bootstrap", "200", "--jobs", "1", "--crossing", "interval"]
@@ -157,7 +163,8 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     assert pool_coverage.main(argv) == 0
     printed = capsys.readouterr().out
     assert "truth seeds the 5 seeds each design leaves" in printed and "draws take 3: 56 distinct" in printed
-    table = pd.read_csv(out).set_index("clock")
+    table = pd.read_csv(out)
+    table = table[table["condition"].str.contains("1e-05")].set_index("clock")
     assert (table["draws"] == 4).all()
     assert abs(table.loc["common", "truth"] - 0.3) < table.loc["common", "truth_width"]
     # the stop rule: width 0 is never met (every draw ends with all 4 design seeds), width 10 at the first
@@ -166,7 +173,9 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     argv = [*common, "--truth-seeds", "0-3", "--start-seeds", "2", "--widths", "0", "10", "--draws", "3"]
     assert stop_rule_coverage.main([*argv, "--out", str(out)]) == 0
     assert "looks at 2..4 seeds" in capsys.readouterr().out
-    stop = pd.read_csv(out).set_index("width")
+    stop = pd.read_csv(out)
+    assert len(stop) == 4 and stop["coverage"].notna().all()  # two conditions, two widths
+    stop = stop[stop["condition"].str.contains("1e-05")].set_index("width")
     assert stop.loc[0, "met"] == 0 and stop.loc[0, "mean_seeds"] == 4 and stop.loc[10, "met"] == 1
     assert stop.loc[10, "mean_seeds"] == 2 and (stop["draws"] == 3).all()
     assert stop.loc[0, "coverage"] == stop.loc[0, "coverage_all"]
@@ -175,7 +184,9 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     argv = [*common, "--truth", "complement", "--start-seeds", "2", "--max-seeds", "3", "--widths", "0", "10"]
     assert stop_rule_coverage.main([*argv, "--draws", "3", "--out", str(out)]) == 0
     assert "truth seeds the 5 seeds after each draw's last look" in capsys.readouterr().out
-    stop = pd.read_csv(out).set_index("width")
+    stop = pd.read_csv(out)
+    assert len(stop) == 4
+    stop = stop[stop["condition"].str.contains("3e-05")].set_index("width")
     assert stop.loc[0, "mean_seeds"] == 3 and stop.loc[10, "mean_seeds"] == 2
     assert abs(stop.loc[0, "truth"] - 0.3) < stop.loc[0, "truth_width"]
     prefixes = [(5, 0.3, 0.1, 0.5), (6, 0.32, 0.2, 0.45), (7, 0.31, 0.25, 0.37)]
