@@ -72,7 +72,9 @@ def _one_draw(draw: int) -> dict:
         if s["complement"]:
             held_out = {(condition, x) for x in order[last:]}
             truth = [r for r, key in zip(s["records"], s["keys"]) if key in held_out]
-            out[(condition, "truth")] = _common(estimates(truth, s["options"], s["n_boot"], seed=10_000 + draw))
+            out[(condition, "truth")] = _common(
+                estimates(truth, s["options"], s["n_boot"], seed=10_000 + draw)
+            )
         pilot = {(condition, x) for x in order[: s["pilot"]]}
         prefixes = []
         for k in range(min(s["start"], last), last + 1):
