@@ -34,11 +34,18 @@ def _errorbars(ax, part: pd.DataFrame, label: str, log: bool, shift: float) -> N
     )
 
 
+def panels(table: pd.DataFrame) -> list[str]:
+    """The quantities with a value at some N (a γ whose rows are all empty, no run having failed, gets
+    no panel)."""
+    values = pd.to_numeric(table["value"], errors="coerce")
+    return [q for q in ("alpha", "gamma", "b_crit") if np.isfinite(values[table["quantity"] == q]).any()]
+
+
 def plot_size(out, table: pd.DataFrame, formats=("png", "pdf"), dpi: int | None = None) -> list[str]:
     """Panels α(N), γ(N) (when fitted) and B_crit(N) on a log N axis; nothing without two sizes."""
     if table is None or table.empty or table[PARAMETERS_KEY].nunique() < 2:
         return []
-    quantities = [q for q in ("alpha", "gamma", "b_crit") if (table["quantity"] == q).any()]
+    quantities = panels(table)
     titles = {"alpha": "α (responses to target ∝ B^α)", "gamma": "γ (responses to failure ∝ B^γ)"}
     titles["b_crit"] = r"$B_{\rm crit}$ (responses per rollout)"
     with plt.rc_context(STYLE):

@@ -130,3 +130,12 @@ def test_the_model_size_figure_draws_alpha_and_b_crit_against_n(tmp_path):
     assert plot_size(tmp_path, table, formats=("png",)) == ["model_size.png"]
     assert (tmp_path / "model_size.png").stat().st_size > 1000
     assert plot_size(tmp_path, table[table["model.parameters"] == N[0]]) == []
+    # γ rows without a value (no run failed) get no panel; a fitted γ does
+    from analysis.figures.plots_size import panels
+
+    empty = pd.DataFrame(
+        [[f"c{i}", n, "gamma", "failure", math.nan, math.nan, math.nan] for i, n in enumerate(N)],
+        columns=table.columns,
+    )
+    assert panels(pd.concat([table, empty])) == ["alpha", "b_crit"]
+    assert panels(pd.concat([table, empty.assign(value=0.1)])) == ["alpha", "gamma", "b_crit"]
