@@ -321,6 +321,34 @@ def split(tables_runs: pd.DataFrame, truth_seeds: set[int] | None) -> tuple[dict
     return truth, design
 
 
+def every_seed_drawn(truth_seeds: dict, design_seeds: dict) -> tuple[dict, dict]:
+    """``--truth complement``: every complete seed of a condition can be drawn (no fixed truth seeds)."""
+    return {c: set() for c in design_seeds}, {c: truth_seeds[c] | design_seeds[c] for c in design_seeds}
+
+
+def top_crossings(tables) -> dict:
+    """run -> (B, its crossing of the top target or NaN where censored, its horizon): what
+    :func:`size_horizons` reads."""
+    label = f"target:{max(tables.targets):g}" if tables.targets else None
+    return {
+        r["run"]: (
+            float(r["B"]),
+            math.nan if (label is None or bool(r[f"{label}:censored"])) else float(r[label]),
+            float(r["horizon"]),
+        )
+        for _, r in tables.runs.iterrows()
+    }
+
+
+def write_table(table: pd.DataFrame, out: str | None, t0: float, width: int) -> None:
+    """Print the table (and its wall time), and write it as CSV to ``out`` when given."""
+    with pd.option_context("display.width", width, "display.max_columns", 20):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if out:
+        table.to_csv(out, index=False)
+    print(f"wall_s={time.time() - t0:.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
@@ -378,8 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         truth_seeds, design_seeds = split(tables.runs, parse_seeds(args.truth_seeds))
         complement = args.truth == "complement"
         if complement:  # every complete seed can be drawn; the truth is each draw's complement
-            design_seeds = {c: truth_seeds[c] | design_seeds[c] for c in design_seeds}
-            truth_seeds = {c: set() for c in design_seeds}
+            truth_seeds, design_seeds = every_seed_drawn(truth_seeds, design_seeds)
         key_of = {r["run"]: (r["condition"], int(r["seed"])) for _, r in tables.runs.iterrows()}
         keys = [key_of.get(r.run) for r in records]
         truth_records = [r for r, k in zip(records, keys) if k and k[1] in truth_seeds[k[0]]]
@@ -404,15 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         cost = _design_cost(thin, cell_of, args.design_seeds, design_seeds, skipped)
         thin_keys = [key_of.get(r.run) for r in thin]
-        top_label = f"target:{max(tables.targets):g}" if tables.targets else None
-        top = {
-            r["run"]: (
-                float(r["B"]),
-                math.nan if (top_label is None or bool(r[f"{top_label}:censored"])) else float(r[top_label]),
-                float(r["horizon"]),
-            )
-            for _, r in tables.runs.iterrows()
-        }
+        top = top_crossings(tables)
         if args.size_horizon_factor:
             design_options = dataclasses.replace(design_options, horizon="auto")
         state = dict(
@@ -456,12 +475,7 @@ def main(argv: list[str] | None = None) -> int:
             f"each design's first {args.pilot_seeds} seeds): one design of every condition costs "
             f"{np.median(hours):.2f} serial hours (median over draws; {cost['hours']:.2f} at the truth's horizon)"
         )
-    table = summarise(truth, draws)
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    if args.out:
-        table.to_csv(args.out, index=False)
-    print(f"wall_s={time.time() - t0:.1f}")
+    write_table(summarise(truth, draws), args.out, t0, width=200)
     return 0
 
 

@@ -42,7 +42,17 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pool_coverage import _binomial_ci, _expected, estimates, parse_seeds, size_horizons, split  # noqa: E402
+from pool_coverage import (  # noqa: E402
+    _binomial_ci,
+    _expected,
+    estimates,
+    every_seed_drawn,
+    parse_seeds,
+    size_horizons,
+    split,
+    top_crossings,
+    write_table,
+)
 
 from analysis.data.clock_tables import ClockOptions, build_tables  # noqa: E402
 from analysis.data.load import load_source  # noqa: E402
@@ -179,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         truth_seeds, design_seeds = split(tables.runs, parse_seeds(args.truth_seeds))
         complement = args.truth == "complement"
         if complement:
-            design_seeds = {c: truth_seeds[c] | design_seeds[c] for c in design_seeds}
-            truth_seeds = {c: set() for c in design_seeds}
+            truth_seeds, design_seeds = every_seed_drawn(truth_seeds, design_seeds)
         if args.conditions:
             keep = [c for c in design_seeds if any(x in c for x in args.conditions)]
             truth_seeds = {c: truth_seeds[c] for c in keep}
@@ -191,15 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             r for r, k in zip(records, keys) if k and k[0] in truth_seeds and k[1] in truth_seeds[k[0]]
         ]
         truth = None if complement else estimates(truth_records, options, args.bootstrap)
-        top_label = f"target:{max(tables.targets):g}"
-        top = {
-            r["run"]: (
-                float(r["B"]),
-                math.nan if bool(r[f"{top_label}:censored"]) else float(r[top_label]),
-                float(r["horizon"]),
-            )
-            for _, r in tables.runs.iterrows()
-        }
+        top = top_crossings(tables)
         for condition in sorted(design_seeds):
             n = len(design_seeds[condition])
             last = min(n, args.max_seeds or n)
@@ -219,12 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
             draws = list(ex.map(_one_draw, range(args.draws)))
-    table = summarise(truth, draws, args.widths)
-    with pd.option_context("display.width", 220, "display.max_columns", 20):
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    if args.out:
-        table.to_csv(args.out, index=False)
-    print(f"wall_s={time.time() - t0:.1f}")
+    write_table(summarise(truth, draws, args.widths), args.out, t0, width=220)
     return 0
 
 
