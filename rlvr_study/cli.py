@@ -41,6 +41,7 @@ from pathlib import Path
 
 import yaml
 
+from rlvr_study import two_stage
 from rlvr_study.measure import Measurement, analysis_horizons, format_widths, measure, plateau_lines
 from rlvr_study.plan import pilots_from_fits
 from rlvr_study.rounds import (
@@ -52,6 +53,7 @@ from rlvr_study.rounds import (
     pilot_plan,
     plan_round,
     round_budget,
+    seeds_used,
     stop_before_round,
 )
 from rlvr_study.study_file import Horizons, Study, StudyError, horizon_at, load_study
@@ -428,9 +430,20 @@ def _pilot(study: Study, run_budget: float, group: int) -> RoundPlan:
     return pilot_plan(study, run_budget, group, first)
 
 
-def _stop(study: Study, m: Measurement, chased: Triage, rounds_done: int, budget) -> StopReason | None:
+def _stop(
+    study: Study, m: Measurement, chased: Triage, rounds_done: int, budget, plan: dict | None = None
+) -> StopReason | None:
     """:func:`rlvr_study.rounds.stop_before_round` on the intervals the study chases
-    (:func:`rlvr_study.triage.triage`): met, or not identifiable within the horizon, is the end."""
+    (:func:`rlvr_study.triage.triage`): met, or not identifiable within the horizon, is the end. Under a
+    two-stage plan (``plan``: condition -> seeds) a met width ends nothing: every condition holding its
+    planned seeds (or not identifiable) is the end."""
+    if plan is not None:
+        have = {k: len(v) for k, v in seeds_used(m).items()}
+        if two_stage.complete(study, plan, have, chased.done):
+            return StopReason.PLANNED_OR_BEYOND if chased.any_beyond else StopReason.PLANNED
+        if rounds_done >= study.max_rounds:
+            return StopReason.MAX_ROUNDS
+        return StopReason.BUDGET_HOURS if budget.seconds <= 0 else None
     reason = stop_before_round(
         study, chased.measurement(m) if not chased.widths.empty else m, rounds_done, budget, chased.done
     )
@@ -438,6 +451,19 @@ def _stop(study: Study, m: Measurement, chased: Triage, rounds_done: int, budget
     if beyond_all or (reason is StopReason.WIDTHS_MET and chased.any_beyond):
         return StopReason.WIDTHS_MET_OR_BEYOND
     return reason
+
+
+def _two_stage_plan(study: Study, state: dict, m: Measurement, chased: Triage) -> dict[int, int] | None:
+    """Under ``stop_rule: two_stage``, once the pilot is complete: each chased condition's planned seeds
+    (:func:`rlvr_study.two_stage.fix_plan`, fixed in ``state`` the first time and saved with the next
+    round's entry or the study's end: the pilot's runs and their fit are deterministic, so a call
+    interrupted before fixes the same plan again); else None."""
+    if study.stop_rule != "two_stage" or not (
+        "plan" in state or (not m.widths.empty and pilot_complete(study, m, chased.done))
+    ):
+        return None
+    have = {k: len(v) for k, v in seeds_used(m).items()}
+    return two_stage.fix_plan(study, state, chased.measurement(m), have, chased.done)
 
 
 def run_study(
@@ -483,30 +509,42 @@ def run_study(
         for note in chased.notes:
             print(f"  {note}")
         budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))
-        reason = _stop(study, m, chased, _rounds_done(state), budget)
+        plan = _two_stage_plan(study, state, m, chased)
+        reason = _stop(study, m, chased, _rounds_done(state), budget, plan)
         m = chased.measurement(m) if not chased.widths.empty else m
         if reason is None and stop_after is not None and launched >= stop_after:
             print(f"stopped after {launched} round(s) as asked; run the same command to continue")
             return 0
         if reason is None:
             pilots = pilots_from_fits(m.tables, m.exps[m.exps["clock"] != "failure"])
-            plan = plan_round(
-                study, m, pilots, run_budget, budget, horizons=study_horizons(state), done=chased.done
+            planned = scored = None
+            if plan is not None:
+                have = {k: len(v) for k, v in seeds_used(m).items()}
+                planned, scored = (
+                    two_stage.wanted(study, plan, have, chased.done),
+                    two_stage.pilot_widths(state),
+                )
+            todo = plan_round(
+                study, m, pilots, run_budget, budget, study_horizons(state), chased.done, planned, scored
             )
-            for note in plan.notes:
+            for note in todo.notes:
                 print(f"  {note}")
-            if plan.launches:
-                _launch(study, state, plan, "adaptive", dry_run, run_budget)
+            if todo.launches:
+                _launch(study, state, todo, "adaptive", dry_run, run_budget)
                 if dry_run:  # printed, not launched: the same plan would follow forever
                     return 0
                 launched += 1
                 continue
-            reason = plan.stop or StopReason.NOTHING_TO_ADD
+            reason = todo.stop or StopReason.NOTHING_TO_ADD
+        statuses = chased.statuses
+        if plan is not None:
+            have = {k: len(v) for k, v in seeds_used(m).items()}
+            statuses = two_stage.annotate(statuses, plan, have, study)
         state["finished"] = reason.describe(study, m)
-        state["conditions"] = {str(i): dataclasses.asdict(x) for i, x in chased.statuses.items()}
+        state["conditions"] = {str(i): dataclasses.asdict(x) for i, x in statuses.items()}
         save_state(study, state)
         print(f"study {study.name} finished: {state['finished']}")
-        print("\n".join(status_lines(study, chased.statuses)))
+        print("\n".join(status_lines(study, statuses)))
         return _analyze(study) if analyze else 0
 
 

@@ -75,6 +75,9 @@ class PairedRound:
     value: float = 0.0
     cut: bool = False  # the budget (or max_runs_per_round) kept the round below what the plan wants
     notes: list[str] = field(default_factory=list)
+    # a chosen condition that wants fewer seeds than the level holds its wanted seeds (``at_most_wanted``) (a prefix of the
+    # others'): condition -> seeds after the round, where that is below ``level``
+    levels: dict[int, int] = field(default_factory=dict)
 
 
 def cluster_scale(seeds: int) -> float:
@@ -184,11 +187,14 @@ def paired_round(
     cost: Callable[[int, int], SeedCost],
     fits: Callable[[float, float, int], bool],
     pilot_seeds: int,
+    at_most_wanted: bool = False,
 ) -> PairedRound:
     """The round (module docstring). ``seeds``: condition -> whole seeds it holds (every condition of the
     study); ``wanted``: condition -> the seeds its open intervals want (the planner's; the pilot's
     ``pilot_seeds`` at least); ``intervals``: the open intervals; ``cost(c, L)``: what raising ``c`` to
-    ``L`` seeds costs; ``fits(responses, seconds, runs)``: whether a round of that size fits the budget."""
+    ``L`` seeds costs; ``fits(responses, seconds, runs)``: whether a round of that size fits the budget.
+    ``at_most_wanted`` (the two-stage rule, :mod:`rlvr_study.two_stage`): a condition that wants fewer
+    seeds than the level is raised to those only (its seeds a prefix of the others'), never past them."""
     by_cond: dict[int, list[OpenInterval]] = {}
     for i in intervals:
         by_cond.setdefault(i.condition, []).append(i)
@@ -204,7 +210,16 @@ def paired_round(
     top = max(wanted[c] for c in open_)
     best: PairedRound | None = None
     for level in range(min(seeds[c] for c in open_) + 1, top + 1):
-        trial = _greedy([c for c in open_ if seeds[c] < level], level, value, cost, fits)
+        # a condition is raised to the level (or, ``at_most_wanted``, to the seeds it wants if fewer)
+        capped = {c: min(level, wanted[c]) if at_most_wanted else level for c in open_}
+        trial = _greedy(
+            [c for c in open_ if seeds[c] < level],
+            level,
+            lambda c, _level, capped=capped: value(c, capped[c]),
+            lambda c, _level, capped=capped: cost(c, capped[c]),
+            fits,
+        )
+        trial.levels = {c: capped[c] for c in trial.conditions if capped[c] < level}
         if trial.conditions and (best is None or trial.value > best.value * (1 + 1e-9)):
             best = trial
     if best is None:

@@ -55,6 +55,10 @@ class StopReason(Enum):
     BUDGET_HOURS = "budget.hours spent"
     BUDGET_RESPONSES = "budget.responses spent"
     NOTHING_TO_ADD = "nothing to add"
+    PLANNED = "every condition holds the seeds its pilot planned"  # stop_rule: two_stage
+    PLANNED_OR_BEYOND = (
+        "every condition holds the seeds its pilot planned or is not identifiable within its horizon"
+    )
 
     def describe(self, study: Study, m: Measurement | None = None) -> str:
         """The line that says it, with the numbers and where to look where they help."""
@@ -536,12 +540,14 @@ def _allocate_seeds(
     rows = widths[widths["width"] > widths["goal"]] if widths is not None and len(widths) else pd.DataFrame()
     intervals = [OpenInterval(int(r.condition), float(r.width), float(r.goal)) for r in rows.itertuples()]
     cap = study.max_runs_per_round or 10**9
-    r = paired_round(
-        seeds, want, intervals, cost, lambda x, s, n: budget.fits(x, s) and n <= cap, study.pilot_seeds
-    )
-    added = {(c, p): n for c in r.conditions for p in study.sizes if (n := r.level - have.get((c, p), 0)) > 0}
+    fits = lambda x, s, n: budget.fits(x, s) and n <= cap  # noqa: E731
+    r = paired_round(seeds, want, intervals, cost, fits, study.pilot_seeds, study.stop_rule == "two_stage")
+    level = {c: r.levels.get(c, r.level) for c in r.conditions}
+    added = {
+        (c, p): n for c in r.conditions for p in study.sizes if (n := level[c] - have.get((c, p), 0)) > 0
+    }
     out = Allocation(added, r.responses, r.seconds, notes=list(r.notes))
-    after = {c: (r.level if c in r.conditions else seeds[c]) for c in conds}
+    after = {c: level.get(c, seeds[c]) for c in conds}
     more = [cost(c, after[c] + 1) for c in conds if want[c] > after[c]]
     if r.cut and more and not any(r.runs + x.runs > cap for x in more):
         out.stop = StopReason.BUDGET_RESPONSES
@@ -558,18 +564,22 @@ def plan_round(
     budget: RoundBudget,
     horizons: Horizons | None = None,
     done: Collection[int] = (),
+    planned: WantedRuns | None = None,
+    scored_on: pd.DataFrame | None = None,
 ) -> RoundPlan:
     """The next round (module docstring): :func:`cost_model`, :func:`wanted_runs`, :func:`allocate`.
     ``pilots``: :class:`rlvr_study.plan.PilotCondition` list of the folder (with the analysis' condition
     labels), ``run_budget``: ``train.max_responses``, ``budget``: what the round may spend
     (:func:`round_budget`), ``horizons``: condition -> the horizon(s) the study fixed (a new run of that
     condition trains to it, and costs that much), ``done``: conditions that get no more runs
-    (:attr:`rlvr_study.triage.Triage.done`)."""
+    (:attr:`rlvr_study.triage.Triage.done`). ``planned`` (the two-stage rule, :mod:`rlvr_study.two_stage`):
+    the runs wanted, in place of step 2, and ``scored_on``: the widths the allocation scores on (the
+    pilot's) in place of ``m``'s."""
     used = seeds_used(m)
     have = {k: len(v) for k, v in used.items()}
     costs = cost_model(study, m, run_budget, horizons)
-    wanted = wanted_runs(study, m, pilots, costs, have, done)
-    taken = allocate(study, costs, wanted, have, budget, m.widths, done)
+    wanted = planned if planned is not None else wanted_runs(study, m, pilots, costs, have, done)
+    taken = allocate(study, costs, wanted, have, budget, m.widths if scored_on is None else scored_on, done)
     return RoundPlan(
         group_launches(taken.added, used, study.first_seed),
         taken.responses,

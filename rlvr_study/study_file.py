@@ -34,6 +34,7 @@ KEYS = {
     "gain_targets",
     "balanced",
     "first_seed",
+    "stop_rule",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
@@ -103,6 +104,10 @@ class Study:
     # the pilot's seeds are first_seed, first_seed + 1, ...; later rounds take the next unused ones (a
     # replicate of a study with independent seeds sets another first_seed)
     first_seed: int = 0
+    # sequential: the rounds add seeds until every requested width is met (the stopped interval is
+    # selected for its width); two_stage: each condition's seeds are fixed from the pilot's widths and
+    # its interval is reported there, met or not (rlvr_study.two_stage; docs/study.md)
+    stop_rule: str = "sequential"
 
     def condition_overrides(self, i: int) -> list[str]:
         return [
@@ -221,6 +226,10 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise StudyError(f"first_seed: a non-negative integer, got {value!r}")
         study.first_seed = value
+    if "stop_rule" in raw:
+        if raw["stop_rule"] not in ("sequential", "two_stage"):
+            raise StudyError(f"stop_rule: sequential or two_stage, got {raw['stop_rule']!r}")
+        study.stop_rule = raw["stop_rule"]
     if "gain_targets" in raw:
         value = raw["gain_targets"] if raw["gain_targets"] is not None else []
         if not isinstance(value, list) or not all(

@@ -18,6 +18,12 @@ seed and takes each draw's truth from the seeds after its last look (a fresh spl
 :mod:`pool_coverage`). Every prefix is fitted as ``rlvr-study`` fits it (``--bootstrap`` seed-block
 resamples, isotonic crossings), so all widths are replayed from the same fits.
 
+``--rules sequential two_stage`` replays a second rule on the same fits: the two-stage rule of
+``rlvr-study`` (``stop_rule: two_stage``, :mod:`rlvr_study.two_stage`) fixes the seeds at the first
+look, n0 (w0 / W)^2 rounded up (n0 seeds at the first look, w0 their width; at most the last look), and
+reports the interval at that count whatever its width: it never looks at a later width, so it cannot
+select the narrow ones.
+
 Output, one row per condition and width: the share of draws that met the width and their mean seeds at
 the stop, the coverage of the truth (the common α of the truth seeds, every run) by the stopped
 intervals with its binomial 95 % interval, the same among the draws that met the width, and beside them
@@ -60,7 +66,7 @@ from analysis.data.pool import unpack  # noqa: E402
 
 _STATE: dict = {}
 COLUMNS = [
-    "condition", "width", "draws", "met", "mean_seeds", "coverage", "coverage_low", "coverage_high",
+    "condition", "rule", "width", "draws", "met", "mean_seeds", "coverage", "coverage_low", "coverage_high",
     "coverage_met", "median_width", "expected", "coverage_start", "coverage_all", "truth", "truth_width",
 ]  # fmt: skip
 
@@ -113,12 +119,33 @@ def stopped(prefixes: list[tuple[int, float, float, float]], width: float) -> tu
     return prefixes[-1], False
 
 
+def planned(prefixes: list[tuple[int, float, float, float]], width: float) -> tuple[tuple, bool]:
+    """The prefix the two-stage rule (``rlvr-study``'s ``stop_rule: two_stage``) ends on: the seeds
+    fixed at the first look from its width, n0 (w0 / W)^2 rounded up, at least n0 and at most the last
+    look (every seed where w0 is unbounded), whatever the width there; and whether it met the width."""
+    k0, _, lo, hi = prefixes[0]
+    last = prefixes[-1][0]
+    w0 = hi - lo if np.isfinite(lo) and np.isfinite(hi) else math.inf
+    if not math.isfinite(w0) or (width <= 0 < w0):
+        n = last
+    else:
+        n = min(max(math.ceil(k0 * (w0 / width) ** 2 - 1e-9), k0), last) if w0 > 0 else k0
+    p = next(x for x in prefixes if x[0] == n)
+    return p, bool(np.isfinite(p[2]) and np.isfinite(p[3]) and p[3] - p[2] <= width)
+
+
+RULES = {"sequential": stopped, "two_stage": planned}
+
+
 def _hit(p: tuple, truth: float) -> bool:
     return bool(np.isfinite(p[2]) and np.isfinite(p[3]) and p[2] <= truth <= p[3])
 
 
-def summarise(truth: dict | None, draws: list[dict], widths: list[float]) -> pd.DataFrame:
-    """The table; ``truth`` None: each draw's own truth (``(condition, "truth")``)."""
+def summarise(
+    truth: dict | None, draws: list[dict], widths: list[float], rules: tuple[str, ...] = ("sequential",)
+) -> pd.DataFrame:
+    """The table, a row per condition, rule (:data:`RULES`) and width; ``truth`` None: each draw's own
+    truth (``(condition, "truth")``)."""
     rows = []
     for condition in sorted(k for k in draws[0] if isinstance(k, str)) if draws else []:
         fixed = truth.get(f"{condition}|common", (math.nan,) * 3) if truth is not None else None
@@ -128,8 +155,8 @@ def summarise(truth: dict | None, draws: list[dict], widths: list[float]) -> pd.
             continue
         point = float(np.mean([t[0] for _, t in pairs]))
         truth_width = float(np.median([t[2] - t[1] for _, t in pairs]))
-        for w in widths:
-            picked = [(*stopped(seq, w), t[0]) for seq, t in pairs]
+        for rule, w in [(r, w) for r in rules for w in widths]:
+            picked = [(*RULES[rule](seq, w), t[0]) for seq, t in pairs]
             hits = sum(_hit(p, t) for p, _, t in picked)
             met = [(p, t) for p, m, t in picked if m]
             n = len(picked)
@@ -138,7 +165,7 @@ def summarise(truth: dict | None, draws: list[dict], widths: list[float]) -> pd.
             median_width = float(np.median(widths_stopped)) if widths_stopped else math.inf
             rows.append(
                 {
-                    "condition": condition, "width": w, "draws": n, "met": len(met) / n if n else math.nan,
+                    "condition": condition, "rule": rule, "width": w, "draws": n, "met": len(met) / n if n else math.nan,
                     "mean_seeds": float(np.mean([p[0] for p, _, _ in picked])) if n else math.nan,
                     "coverage": hits / n if n else math.nan, "coverage_low": c_lo, "coverage_high": c_hi,
                     "coverage_met": sum(_hit(p, t) for p, t in met) / len(met) if met else math.nan,
@@ -165,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-seeds", type=int, default=5, help="seeds of the pilot (the first look)")
     p.add_argument("--max-seeds", type=int, default=0, help="the last look (0: every design seed)")
     p.add_argument("--widths", type=float, nargs="+", default=[0.12], help="requested widths to replay")
+    p.add_argument(
+        "--rules", nargs="+", choices=sorted(RULES), default=["sequential"],
+        help="sequential: stop at the first look that meets the width; two_stage: the seeds fixed at the "
+        "first look from its width",
+    )  # fmt: skip
     p.add_argument(
         "--conditions", nargs="*", default=None, help="only conditions whose name holds one of these"
     )
@@ -220,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
             draws = list(ex.map(_one_draw, range(args.draws)))
-    write_table(summarise(truth, draws, args.widths), args.out, t0, width=220)
+    write_table(summarise(truth, draws, args.widths, tuple(args.rules)), args.out, t0, width=220)
     return 0
 
 

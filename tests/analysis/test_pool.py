@@ -188,10 +188,31 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     assert len(stop) == 4
     stop = stop[stop["condition"].str.contains("3e-05")].set_index("width")
     assert stop.loc[0, "mean_seeds"] == 3 and stop.loc[10, "mean_seeds"] == 2
+    assert (stop["rule"] == "sequential").all()
+    argv += ["--rules", "sequential", "two_stage"]
+    assert stop_rule_coverage.main([*argv, "--draws", "3", "--out", str(out)]) == 0
+    both = pd.read_csv(out)
+    assert len(both) == 8 and set(both["rule"]) == {"sequential", "two_stage"}
+    # at width 0 both rules take every look; the two-stage rule's coverage is the last look's
+    at0 = both[both["width"] == 0].set_index(["condition", "rule"])["coverage"]
+    assert (both[both["width"] == 0]["mean_seeds"] == 3).all()
+    assert at0.xs("two_stage", level="rule").tolist() == at0.xs("sequential", level="rule").tolist()
     assert abs(stop.loc[0, "truth"] - 0.3) < stop.loc[0, "truth_width"]
     prefixes = [(5, 0.3, 0.1, 0.5), (6, 0.32, 0.2, 0.45), (7, 0.31, 0.25, 0.37)]
     assert stop_rule_coverage.stopped(prefixes, 0.25) == ((6, 0.32, 0.2, 0.45), True)
     assert stop_rule_coverage.stopped(prefixes, 0.05) == ((7, 0.31, 0.25, 0.37), False)
+    # two-stage: the seeds fixed at the first look (width 0.4) whatever the later widths, 5 (0.4 / W)^2
+    # rounded up, capped at the last look (7): W = 0.38 -> 5.54 -> 6 (met there, though the sequential
+    # rule would stop there too); 0.35 -> 6.53 -> 7; 0.1 -> 80 -> 7, not met; at W >= 0.4 the first look
+    assert stop_rule_coverage.planned(prefixes, 0.38) == ((6, 0.32, 0.2, 0.45), True)
+    assert stop_rule_coverage.planned(prefixes, 0.35) == ((7, 0.31, 0.25, 0.37), True)
+    assert stop_rule_coverage.planned(prefixes, 0.1) == ((7, 0.31, 0.25, 0.37), False)
+    assert stop_rule_coverage.planned(prefixes, 0.4) == ((5, 0.3, 0.1, 0.5), True)
+    # where the sequential rule stops on the first narrow look, the two-stage rule does not look
+    assert stop_rule_coverage.stopped(prefixes, 0.26) == ((6, 0.32, 0.2, 0.45), True)
+    assert stop_rule_coverage.planned(prefixes, 0.26)[0][0] == 7
+    # an unbounded first look: every seed
+    assert stop_rule_coverage.planned([(5, 0.3, -np.inf, 0.5), *prefixes[1:]], 1.0)[0][0] == 7
 
 
 def test_a_truth_per_draw_is_what_each_draw_is_checked_against():

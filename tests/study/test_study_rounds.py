@@ -774,3 +774,89 @@ def test_a_note_another_repeats_and_extends_is_printed_once():
     paired = floor + ": seeds up to 5 for every condition first"
     notes = [floor, "budget: the rest of the planned runs do not fit", paired, paired]
     assert _distinct_notes(notes) == ["budget: the rest of the planned runs do not fit", paired]
+
+
+def test_the_two_stage_rule_fixes_each_conditions_seeds_from_the_pilots_widths(pilot):
+    import dataclasses
+
+    from rlvr_study import two_stage
+    from rlvr_study.cli import _stop
+    from rlvr_study.launches import seeds_used
+    from rlvr_study.triage import triage
+
+    study, m, pilots = pilot
+    study = dataclasses.replace(study, stop_rule="two_stage", pilot_seeds=2, balanced=True)
+    have = {k: len(v) for k, v in seeds_used(m).items()}
+    state: dict = {}
+    plan = two_stage.fix_plan(study, state, m, have, done=())
+    ratio = (m.widths.set_index("condition")["width"] / study.width).to_dict()
+    assert plan == {c: max(2, math.ceil(2 * ratio[c] ** 2 - 1e-9)) for c in (0, 1)}
+    assert all(n > 2 for n in plan.values())  # both pilot widths are above the goal
+    assert state["plan"]["seeds"] == {str(c): n for c, n in plan.items()}
+    # fixed once: a later measurement (here every width met) does not move it
+    met = dataclasses.replace(m, widths=m.widths.assign(width=study.width / 3))
+    assert two_stage.fix_plan(study, state, met, have, done=()) == plan
+    # the rounds want the planned seeds at every size, scored on the pilot's widths
+    wanted = two_stage.wanted(study, plan, have, done=())
+    assert wanted.runs == {(c, p): plan[c] for c in (0, 1) for p in study.sizes}
+    assert any(f"2 of the {plan[0]} seeds its pilot planned" in n for n in wanted.notes)
+    assert two_stage.wanted(study, plan, have, done={0}).runs.keys() == {(1, p) for p in study.sizes}
+    scored = two_stage.pilot_widths(state)
+    assert scored["width"].tolist() == pytest.approx(m.widths["width"].tolist())
+    todo = plan_round(study, met, pilots, BUDGET, RoundBudget(1e9), planned=wanted, scored_on=scored)
+    # every width of ``met`` is met, yet the plan's seeds are launched: no look at a later width
+    assert {x.condition for x in todo.launches} == {0, 1}
+    for c in (0, 1):
+        assert sorted({s for x in todo.launches if x.condition == c for s in x.seeds}) == list(
+            range(2, plan[c])
+        )
+    # the stop: a met width ends nothing before the planned seeds are in; the planned seeds end it
+    chased = triage(study, met)
+    budget = RoundBudget(1e9, 1e9)
+    assert _stop(study, met, chased, 1, budget, plan=None) is StopReason.WIDTHS_MET
+    assert _stop(study, met, chased, 1, budget, plan=plan) is None
+    assert _stop(study, met, chased, 1, budget, plan={0: 2, 1: 2}) is StopReason.PLANNED
+    assert _stop(study, met, chased, 1, RoundBudget(1e9, 0.0), plan=plan) is StopReason.BUDGET_HOURS
+    # the statuses say how many seeds each holds of those planned
+    statuses = two_stage.annotate(chased.statuses, plan, have, study)
+    assert all(f"at 2 of the {plan[c]} seeds its pilot planned" in statuses[c].reason for c in (0, 1))
+
+
+def test_two_stage_seeds_scale_with_the_squared_width_ratio():
+    from rlvr_study.two_stage import UNBOUNDED_FACTOR, seeds_for
+
+    assert seeds_for(5, 1.0) == 5 and seeds_for(5, 0.5) == 5  # met at the pilot: its seeds
+    assert seeds_for(5, 2.0) == 20 and seeds_for(5, 1.1) == 7  # 6.05 -> 7
+    assert seeds_for(5, math.inf) == UNBOUNDED_FACTOR * 5
+    assert parse_study({**GOOD, "stop_rule": "two_stage"}).stop_rule == "two_stage"
+    assert parse_study(dict(GOOD)).stop_rule == "sequential"
+    with pytest.raises(StudyError, match="stop_rule"):
+        parse_study({**GOOD, "stop_rule": "early"})
+
+
+def test_a_two_stage_dry_run_after_the_pilot_prints_the_plan_and_fixes_nothing(pilot, tmp_path, capsys):
+    import json
+    import shutil
+
+    import yaml
+
+    from rlvr_study.cli import main
+
+    study, _, _ = pilot
+    folder = tmp_path / "runs" / "s"
+    shutil.copytree(study.folder, folder)
+    raw = {"name": "s", "sizes": study.sizes, "conditions": study.conditions, "targets": [0.3],
+           "budget": {"responses": 1e7, "hours": 10}, "bootstrap": 100, "folder": str(folder),
+           "pilot_seeds": 2, "stop_rule": "two_stage"}  # fmt: skip
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    pilot_round = {"round": 0, "kind": "pilot", "jobs_file": str(folder / "study_round_0.yaml"), "jobs": [],
+                   "commands": [["-m"]], "started": 0.0, "ended": 60.0, "seconds": 60.0}  # fmt: skip
+    state = {"name": "s", "rounds": [pilot_round], "finished": None}
+    (folder / "study_state.json").write_text(json.dumps(state))
+    assert main([str(tmp_path / "s.yaml"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "two-stage stop rule: the seeds each condition will hold" in out
+    assert "condition 0: " in out and "round 1 (adaptive): launching" in out
+    # a dry run launches nothing and fixes no plan (the widths it measured are recorded, as without it)
+    saved = json.loads((folder / "study_state.json").read_text())
+    assert len(saved["rounds"]) == 1 and "plan" not in saved and not (folder / "study_round_1.yaml").exists()

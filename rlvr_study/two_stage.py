@@ -1,0 +1,122 @@
+"""The two-stage stop rule, ``stop_rule: two_stage`` (docs/study.md, "The two-stage stop rule").
+
+A study that adds seeds until an interval is as narrow as asked, and reports the interval it stopped
+on, selects the narrow intervals of their distribution: where the width is met only in its tail, the
+intervals that meet it are the draws whose seeds happened to scatter little, and they hold the truth
+less often than 95 % (replayed on the committed pool of real runs:
+``benchmarks/calibration/stop_rule_coverage.py``; at η_ref = 3.16e-5 and 0.12, 8 of 15). With
+``stop_rule: two_stage`` the study fixes, once the pilot's seed blocks are complete, how many seeds each
+condition it chases will hold, from the pilot's widths alone:
+
+    n_c = ceil(n0 * max over the condition's open intervals of (width / goal)^2)
+
+(n0: the pilot's seeds, so a condition met at the pilot keeps them; an unbounded interval:
+:data:`UNBOUNDED_FACTOR` times n0), the count at which the median width meets the goal where the width
+shrinks as 1 / sqrt(seeds). The counts and the pilot's widths are recorded in ``study_state.json``
+(``plan``). Later rounds add whole seeds towards them, across conditions by value per second of wall time
+scored on the pilot's widths (:func:`rlvr_study.rounds.plan_round` with :func:`wanted` and
+:func:`pilot_widths`), never on a later width; the study ends when every chased condition holds its
+planned seeds or the budget ends, and each interval is reported at the seeds it reached, met or not,
+with the count planned (:func:`annotate`). Only identifiability (:mod:`rlvr_study.triage`: a target
+beyond the horizon) still ends a condition early, as under the sequential rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection
+
+import pandas as pd
+
+from rlvr_study.measure import Measurement
+from rlvr_study.rounds import WantedRuns
+from rlvr_study.study_file import Study
+from rlvr_study.triage import NOT_IDENTIFIABLE
+
+#: an interval the pilot leaves unbounded plans this many times the pilot's seeds
+UNBOUNDED_FACTOR = 4
+
+
+def condition_seeds(study: Study, have: dict[tuple[int, int], int], cond: int) -> int:
+    """The whole seed blocks a condition holds: its fewest runs at any size of the study."""
+    return min(have.get((cond, p), 0) for p in study.sizes)
+
+
+def seeds_for(n0: int, ratio: float) -> int:
+    """Seeds at which a width ``ratio`` times its goal at ``n0`` seeds meets the goal at its median
+    (width as 1 / sqrt(seeds)); at least ``n0``."""
+    if not math.isfinite(ratio):
+        return UNBOUNDED_FACTOR * n0
+    return max(n0, math.ceil(n0 * ratio**2 - 1e-9))
+
+
+def fix_plan(
+    study: Study, state: dict, m: Measurement, have: dict[tuple[int, int], int], done: Collection[int]
+) -> dict[int, int]:
+    """The seeds each chased condition will hold (module docstring), fixed once: from ``m`` (the chased
+    widths after the pilot) the first time, from ``state["plan"]`` after; printed when fixed."""
+    if "plan" in state:
+        return {int(c): int(n) for c, n in state["plan"]["seeds"].items()}
+    seeds: dict[int, int] = {}
+    lines = []
+    for cond in sorted({int(c) for c in m.widths["condition"]} - set(done)):
+        rows = m.widths[m.widths["condition"] == cond]
+        n0 = condition_seeds(study, have, cond)
+        ratio = float((rows["width"] / rows["goal"]).max())
+        seeds[cond] = seeds_for(n0, ratio) if ratio > 1 else n0
+        w = ", ".join(
+            f"{r.clock} {r.width:.3f}" if math.isfinite(r.width) else f"{r.clock} unbounded"
+            for r in rows.itertuples()
+        )
+        lines.append(f"  condition {cond}: {seeds[cond]} seeds (at {n0}: {w}; goal {rows['goal'].min():g})")
+    rows = m.widths[m.widths["condition"].isin(list(seeds))]
+    state["plan"] = {
+        "seeds": {str(c): n for c, n in seeds.items()},
+        "widths": rows[["condition", "clock", "width", "goal"]].replace([math.inf], None).to_dict("records"),
+    }
+    print("two-stage stop rule: the seeds each condition will hold, fixed from the pilot's widths:")
+    print("\n".join(lines))
+    return seeds
+
+
+def pilot_widths(state: dict) -> pd.DataFrame:
+    """The pilot's widths the plan was fixed on (a rounds' allocation scores on them, not on later
+    widths)."""
+    rows = pd.DataFrame(state["plan"]["widths"], columns=["condition", "clock", "width", "goal"])
+    rows["width"] = rows["width"].astype(float).fillna(math.inf)
+    return rows
+
+
+def wanted(
+    study: Study, plan: dict[int, int], have: dict[tuple[int, int], int], done: Collection[int]
+) -> WantedRuns:
+    """The runs the plan still wants: its seeds at every size of each condition not in ``done``."""
+    runs = {
+        (c, p): n for c, n in plan.items() if c not in done for p in study.sizes if n > have.get((c, p), 0)
+    }
+    notes = sorted(
+        {
+            f"condition {c}: {condition_seeds(study, have, c)} of the {plan[c]} seeds its pilot planned"
+            for c, _ in runs
+        }
+    )
+    return WantedRuns(runs, notes)
+
+
+def complete(
+    study: Study, plan: dict[int, int], have: dict[tuple[int, int], int], done: Collection[int]
+) -> bool:
+    """Whether every planned condition not in ``done`` holds its planned seeds."""
+    return not wanted(study, plan, have, done).runs
+
+
+def annotate(statuses: dict, plan: dict[int, int], have: dict[tuple[int, int], int], study: Study) -> dict:
+    """Each planned condition's status with the seeds it holds and those planned in its reason."""
+    out = dict(statuses)
+    for c, s in statuses.items():
+        if c in plan and s.status != NOT_IDENTIFIABLE:
+            held = condition_seeds(study, have, c)
+            note = f"at {held} of the {plan[c]} seeds its pilot planned (two-stage stop rule)"
+            out[c] = dataclasses.replace(s, reason=f"{s.reason}; {note}" if s.reason else note)
+    return out
