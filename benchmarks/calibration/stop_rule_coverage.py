@@ -22,7 +22,10 @@ resamples, isotonic crossings), so all widths are replayed from the same fits.
 ``rlvr-study`` (``stop_rule: two_stage``, :mod:`rlvr_study.two_stage`) fixes the seeds at the first
 look, n0 (w0 / W)^2 rounded up (n0 seeds at the first look, w0 their width; at most the last look), and
 reports the interval at that count whatever its width: it never looks at a later width, so it cannot
-select the narrow ones.
+select the narrow ones. ``--replicates`` (with ``--truth complement``) also runs each rule on the seeds
+after the last look, in their own random order, as a second study on disjoint seeds (what
+``rlvr-study --replicate 1`` is), and prints how often the two stopped points each lie in the other's
+interval (``agree``), also among the draws where both met the width (``agree_met``, ``both_met``).
 
 Output, one row per condition and width: the share of draws that met the width and their mean seeds at
 the stop, the coverage of the truth (the common α of the truth seeds, every run) by the stopped
@@ -68,6 +71,7 @@ _STATE: dict = {}
 COLUMNS = [
     "condition", "rule", "width", "draws", "met", "mean_seeds", "coverage", "coverage_low", "coverage_high",
     "coverage_met", "median_width", "expected", "coverage_start", "coverage_all", "truth", "truth_width",
+    "agree", "agree_met", "both_met",
 ]  # fmt: skip
 
 
@@ -75,10 +79,28 @@ def _init(state: dict) -> None:
     _STATE.update(state)
 
 
+def _prefixes(
+    condition: str, order: list[int], last: int, draw: int
+) -> list[tuple[int, float, float, float]]:
+    """(seeds, point, low, high) of the common α of every prefix of ``order`` from the first look to
+    ``last`` seeds, each read to the per-size horizons of its first ``pilot`` seeds."""
+    s = _STATE
+    pilot = {(condition, x) for x in order[: s["pilot"]]}
+    out = []
+    for k in range(min(s["start"], last), last + 1):
+        chosen = {(condition, x) for x in order[:k]}
+        records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
+        if s["size_factor"]:
+            records, _ = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"])
+        out.append((k, *_common(estimates(records, s["options"], s["n_boot"], seed=draw))))
+    return out
+
+
 def _one_draw(draw: int) -> dict:
     """condition -> [(seeds, point, low, high)] of the common α of every prefix of a random seed order
     (up to ``max_seeds``); with a complement truth also ``(condition, "truth")`` -> the common α of the
-    seeds after the last prefix."""
+    seeds after the last prefix, and with ``replicates`` ``(condition, "replicate")`` -> the prefixes of
+    those seeds' own order (a second study on disjoint seeds)."""
     s = _STATE
     rng = np.random.default_rng([s["seed"], draw])
     out: dict = {}
@@ -91,15 +113,12 @@ def _one_draw(draw: int) -> dict:
             out[(condition, "truth")] = _common(
                 estimates(truth, s["options"], s["n_boot"], seed=10_000 + draw)
             )
-        pilot = {(condition, x) for x in order[: s["pilot"]]}
-        prefixes = []
-        for k in range(min(s["start"], last), last + 1):
-            chosen = {(condition, x) for x in order[:k]}
-            records = [s["records"][i] for i, key in enumerate(s["keys"]) if key in chosen]
-            if s["size_factor"]:
-                records, _ = size_horizons(records, s["top"], pilot, s["key_of"], s["size_factor"])
-            prefixes.append((k, *_common(estimates(records, s["options"], s["n_boot"], seed=draw))))
-        out[condition] = prefixes
+            if s.get("replicates") and len(order) - last >= s["start"]:
+                rest = order[last:]
+                out[(condition, "replicate")] = _prefixes(
+                    condition, rest, min(last, len(rest)), 20_000 + draw
+                )
+        out[condition] = _prefixes(condition, order, last, draw)
     return out
 
 
@@ -163,8 +182,18 @@ def summarise(
             c_lo, c_hi = _binomial_ci(hits, n) if n else (math.nan, math.nan)
             widths_stopped = [p[3] - p[2] for p, _, _ in picked if np.isfinite(p[2]) and np.isfinite(p[3])]
             median_width = float(np.median(widths_stopped)) if widths_stopped else math.inf
+            twins = [
+                (RULES[rule](seq, w), RULES[rule](d[(condition, "replicate")], w))
+                for d in draws
+                if d.get(condition) and d.get((condition, "replicate"))
+                for seq in [d[condition]]
+            ]
+            agree = [(_hit(a, b[1]) and _hit(b, a[1]), ma and mb) for (a, ma), (b, mb) in twins]
             rows.append(
                 {
+                    "agree": float(np.mean([x for x, _ in agree])) if agree else math.nan,
+                    "agree_met": float(np.mean([x for x, m in agree if m])) if any(m for _, m in agree) else math.nan,
+                    "both_met": float(np.mean([m for _, m in agree])) if agree else math.nan,
                     "condition": condition, "rule": rule, "width": w, "draws": n, "met": len(met) / n if n else math.nan,
                     "mean_seeds": float(np.mean([p[0] for p, _, _ in picked])) if n else math.nan,
                     "coverage": hits / n if n else math.nan, "coverage_low": c_lo, "coverage_high": c_hi,
@@ -200,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--conditions", nargs="*", default=None, help="only conditions whose name holds one of these"
     )
+    p.add_argument(
+        "--replicates", action="store_true",
+        help="with --truth complement: the held-out seeds also run the rule as a second study on disjoint "
+        "seeds; agree: both stopped points inside the other's interval",
+    )  # fmt: skip
     p.add_argument("--draws", type=int, default=200)
     p.add_argument("--bootstrap", type=int, default=500)
     p.add_argument("--targets", type=float, nargs="*", default=None)
@@ -249,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
             records=records, keys=keys, design_seeds=design_seeds, start=args.start_seeds, options=options,
             n_boot=args.bootstrap, seed=args.seed, size_factor=args.size_horizon_factor,
             pilot=args.pilot_seeds, top=top, key_of=key_of, max_seeds=args.max_seeds, complement=complement,
+            replicates=args.replicates,
         )  # fmt: skip
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
             draws = list(ex.map(_one_draw, range(args.draws)))

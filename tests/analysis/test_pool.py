@@ -189,10 +189,14 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     stop = stop[stop["condition"].str.contains("3e-05")].set_index("width")
     assert stop.loc[0, "mean_seeds"] == 3 and stop.loc[10, "mean_seeds"] == 2
     assert (stop["rule"] == "sequential").all()
-    argv += ["--rules", "sequential", "two_stage"]
+    assert stop["agree"].isna().all()  # no second study asked
+    argv += ["--rules", "sequential", "two_stage", "--replicates"]
     assert stop_rule_coverage.main([*argv, "--draws", "3", "--out", str(out)]) == 0
     both = pd.read_csv(out)
     assert len(both) == 8 and set(both["rule"]) == {"sequential", "two_stage"}
+    # the held-out 5 seeds ran the rule too: an agreement share per row, a share of 3 draws
+    assert both["agree"].between(0, 1).all() and set((both["agree"] * 3).round(6)) <= {0, 1, 2, 3}
+    assert (both.loc[both["width"] == 0, "both_met"] == 0).all()
     # at width 0 both rules take every look; the two-stage rule's coverage is the last look's
     at0 = both[both["width"] == 0].set_index(["condition", "rule"])["coverage"]
     assert (both[both["width"] == 0]["mean_seeds"] == 3).all()
