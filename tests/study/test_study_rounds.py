@@ -817,9 +817,14 @@ def test_the_two_stage_rule_fixes_each_conditions_seeds_from_the_pilots_widths(p
     assert _stop(study, met, chased, 1, budget, plan=plan) is None
     assert _stop(study, met, chased, 1, budget, plan={0: 2, 1: 2}) is StopReason.PLANNED
     assert _stop(study, met, chased, 1, RoundBudget(1e9, 0.0), plan=plan) is StopReason.BUDGET_HOURS
-    # the statuses say how many seeds each holds of those planned
+    # the statuses say how many seeds each holds of those planned; a width met short of them is not
+    # claimed (met by chance), one met at them is
+    assert all(chased.statuses[c].status == "met" for c in (0, 1))
     statuses = two_stage.annotate(chased.statuses, plan, have, study)
     assert all(f"at 2 of the {plan[c]} seeds its pilot planned" in statuses[c].reason for c in (0, 1))
+    assert all(statuses[c].status == "open" and "not claimed" in statuses[c].reason for c in (0, 1))
+    statuses = two_stage.annotate(chased.statuses, {0: 2, 1: plan[1]}, have, study)
+    assert statuses[0].status == "met" and statuses[1].status == "open"
 
 
 def test_two_stage_seeds_scale_with_the_squared_width_ratio():
