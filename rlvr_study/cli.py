@@ -438,8 +438,7 @@ def _stop(
     two-stage plan (``plan``: condition -> seeds) a met width ends nothing: every condition holding its
     planned seeds (or not identifiable) is the end."""
     if plan is not None:
-        have = {k: len(v) for k, v in seeds_used(m).items()}
-        if two_stage.complete(study, plan, have, chased.done):
+        if two_stage.complete(study, plan, _held(m), chased.done):
             return StopReason.PLANNED_OR_BEYOND if chased.any_beyond else StopReason.PLANNED
         if rounds_done >= study.max_rounds:
             return StopReason.MAX_ROUNDS
@@ -462,8 +461,12 @@ def _two_stage_plan(study: Study, state: dict, m: Measurement, chased: Triage) -
         "plan" in state or (not m.widths.empty and pilot_complete(study, m, chased.done))
     ):
         return None
-    have = {k: len(v) for k, v in seeds_used(m).items()}
-    return two_stage.fix_plan(study, state, chased.measurement(m), have, chased.done)
+    return two_stage.fix_plan(study, state, chased.measurement(m), _held(m), chased.done)
+
+
+def _held(m: Measurement) -> dict[tuple[int, int], int]:
+    """(condition, P) -> the runs the folder holds."""
+    return {k: len(v) for k, v in seeds_used(m).items()}
 
 
 def run_study(
@@ -519,11 +522,8 @@ def run_study(
             pilots = pilots_from_fits(m.tables, m.exps[m.exps["clock"] != "failure"])
             planned = scored = None
             if plan is not None:
-                have = {k: len(v) for k, v in seeds_used(m).items()}
-                planned, scored = (
-                    two_stage.wanted(study, plan, have, chased.done),
-                    two_stage.pilot_widths(state),
-                )
+                planned = two_stage.wanted(study, plan, _held(m), chased.done)
+                scored = two_stage.pilot_widths(state)
             todo = plan_round(
                 study, m, pilots, run_budget, budget, study_horizons(state), chased.done, planned, scored
             )
@@ -538,8 +538,7 @@ def run_study(
             reason = todo.stop or StopReason.NOTHING_TO_ADD
         statuses = chased.statuses
         if plan is not None:
-            have = {k: len(v) for k, v in seeds_used(m).items()}
-            statuses = two_stage.annotate(statuses, plan, have, study)
+            statuses = two_stage.annotate(statuses, plan, _held(m), study)
         state["finished"] = reason.describe(study, m)
         state["conditions"] = {str(i): dataclasses.asdict(x) for i, x in statuses.items()}
         save_state(study, state)

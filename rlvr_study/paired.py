@@ -75,8 +75,8 @@ class PairedRound:
     value: float = 0.0
     cut: bool = False  # the budget (or max_runs_per_round) kept the round below what the plan wants
     notes: list[str] = field(default_factory=list)
-    # a chosen condition that wants fewer seeds than the level holds its wanted seeds (``at_most_wanted``) (a prefix of the
-    # others'): condition -> seeds after the round, where that is below ``level``
+    # with ``at_most_wanted``, a chosen condition that wants fewer seeds than the level ends the round on
+    # those (a prefix of the others'): condition -> its seeds after the round, where below ``level``
     levels: dict[int, int] = field(default_factory=dict)
 
 

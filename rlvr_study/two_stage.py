@@ -66,10 +66,11 @@ def fix_plan(
         ratio = float((rows["width"] / rows["goal"]).max())
         seeds[cond] = seeds_for(n0, ratio) if ratio > 1 else n0
         w = ", ".join(
-            f"{r.clock} {r.width:.3f}" if math.isfinite(r.width) else f"{r.clock} unbounded"
+            f"{r.clock} {r.width:.3f} (goal {r.goal:g})" if math.isfinite(r.width) else f"{r.clock} unbounded"
             for r in rows.itertuples()
+            if math.isfinite(r.goal)  # a target reported beside the common α, not requested, has none
         )
-        lines.append(f"  condition {cond}: {seeds[cond]} seeds (at {n0}: {w}; goal {rows['goal'].min():g})")
+        lines.append(f"  condition {cond}: {seeds[cond]} seeds (at {n0}: {w})")
     rows = m.widths[m.widths["condition"].isin(list(seeds))]
     state["plan"] = {
         "seeds": {str(c): n for c, n in seeds.items()},
