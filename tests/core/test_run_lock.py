@@ -83,7 +83,7 @@ def test_a_waiting_launch_gets_the_lock_when_the_holder_lets_go(tmp_path):
 
 def test_a_forked_child_does_not_keep_the_lock(tmp_path):
     """A child forked by the holder (a worker pool, say) outlives it: the lock must still go with the
-    holder. Here the holder forks a sleeping child and is SIGKILLed; the lock is free at once."""
+    holder. Here the holder forks a sleeping child and is SIGKILLed; the lock is free within seconds."""
     script = f"""
 import os, sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
