@@ -53,7 +53,7 @@ from rlvr_study.rounds import (
     pilot_plan,
     plan_round,
     round_budget,
-    seeds_used,
+    runs_held,
     stop_before_round,
 )
 from rlvr_study.study_file import Horizons, Study, StudyError, horizon_at, load_study
@@ -438,11 +438,9 @@ def _stop(
     two-stage plan (``plan``: condition -> seeds) a met width ends nothing: every condition holding its
     planned seeds (or not identifiable) is the end."""
     if plan is not None:
-        if two_stage.complete(study, plan, _held(m), chased.done):
+        if two_stage.complete(study, plan, runs_held(m), chased.done):
             return StopReason.PLANNED_OR_BEYOND if chased.any_beyond else StopReason.PLANNED
-        if rounds_done >= study.max_rounds:
-            return StopReason.MAX_ROUNDS
-        return StopReason.BUDGET_HOURS if budget.seconds <= 0 else None
+        return stop_before_round(study, m, rounds_done, budget, chased.done, widths_end=False)
     reason = stop_before_round(
         study, chased.measurement(m) if not chased.widths.empty else m, rounds_done, budget, chased.done
     )
@@ -461,12 +459,7 @@ def _two_stage_plan(study: Study, state: dict, m: Measurement, chased: Triage) -
         "plan" in state or (not m.widths.empty and pilot_complete(study, m, chased.done))
     ):
         return None
-    return two_stage.fix_plan(study, state, chased.measurement(m), _held(m), chased.done)
-
-
-def _held(m: Measurement) -> dict[tuple[int, int], int]:
-    """(condition, P) -> the runs the folder holds."""
-    return {k: len(v) for k, v in seeds_used(m).items()}
+    return two_stage.fix_plan(study, state, chased.measurement(m), runs_held(m), chased.done)
 
 
 def run_study(
@@ -522,7 +515,7 @@ def run_study(
             pilots = pilots_from_fits(m.tables, m.exps[m.exps["clock"] != "failure"])
             planned = scored = None
             if plan is not None:
-                planned = two_stage.wanted(study, plan, _held(m), chased.done)
+                planned = two_stage.wanted(study, plan, runs_held(m), chased.done)
                 scored = two_stage.pilot_widths(state)
             todo = plan_round(
                 study, m, pilots, run_budget, budget, study_horizons(state), chased.done, planned, scored
@@ -538,7 +531,7 @@ def run_study(
             reason = todo.stop or StopReason.NOTHING_TO_ADD
         statuses = chased.statuses
         if plan is not None:
-            statuses = two_stage.annotate(statuses, plan, _held(m), study)
+            statuses = two_stage.annotate(statuses, plan, runs_held(m), study)
         state["finished"] = reason.describe(study, m)
         state["conditions"] = {str(i): dataclasses.asdict(x) for i, x in statuses.items()}
         save_state(study, state)

@@ -36,6 +36,11 @@ def seeds_used(m: Measurement) -> dict[tuple[int, int], set[int]]:
     return used
 
 
+def runs_held(m: Measurement) -> dict[tuple[int, int], int]:
+    """(condition, P) -> how many runs of that condition and size the folder holds."""
+    return {k: len(v) for k, v in seeds_used(m).items()}
+
+
 def group_launches(
     additions: dict[tuple[int, int], int], used: dict[tuple[int, int], set[int]], first_seed: int = 0
 ) -> list[Launch]:

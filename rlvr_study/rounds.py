@@ -34,7 +34,7 @@ from enum import Enum
 
 import pandas as pd
 
-from rlvr_study.launches import Launch, group_launches, seeds_used
+from rlvr_study.launches import Launch, group_launches, runs_held, seeds_used
 from rlvr_study.measure import Measurement
 from rlvr_study.paired import OpenInterval, SeedCost, paired_round, seeds_to_goal
 from rlvr_study.plan import Truth, design_width, plan_design, run_responses
@@ -99,14 +99,20 @@ def round_budget(
 
 
 def stop_before_round(
-    study: Study, m: Measurement, rounds_done: int, budget: RoundBudget, done: Collection[int] = ()
+    study: Study,
+    m: Measurement,
+    rounds_done: int,
+    budget: RoundBudget,
+    done: Collection[int] = (),
+    widths_end: bool = True,
 ) -> StopReason | None:
     """Why the study stops before planning another round (no readable run, every width met,
     ``max_rounds`` rounds run, no time left in ``budget.hours``), or None. ``done``: conditions that get
-    no more runs (:attr:`rlvr_study.triage.Triage.done`), whose pilot need not be complete."""
+    no more runs (:attr:`rlvr_study.triage.Triage.done`), whose pilot need not be complete.
+    ``widths_end`` false (the two-stage rule, :mod:`rlvr_study.two_stage`): met widths end nothing."""
     if m.widths.empty:
         return StopReason.NO_READABLE_RUN
-    if (m.widths["width"] <= m.widths["goal"]).all() and pilot_complete(study, m, done):
+    if widths_end and (m.widths["width"] <= m.widths["goal"]).all() and pilot_complete(study, m, done):
         return StopReason.WIDTHS_MET
     if rounds_done >= study.max_rounds:
         return StopReason.MAX_ROUNDS
@@ -178,8 +184,7 @@ def _distinct_notes(notes: list[str]) -> list[str]:
 
 def pilot_complete(study: Study, m: Measurement, done: Collection[int] = ()) -> bool:
     """Whether every condition (but those in ``done``) holds ``pilot_seeds`` runs at every size."""
-    have = {k: len(v) for k, v in seeds_used(m).items()}
-    return not pilot_floor(study, have, done).runs
+    return not pilot_floor(study, runs_held(m), done).runs
 
 
 def _early_sizes(study: Study, m: Measurement, cond: int, clock: str) -> list[int]:
@@ -576,7 +581,7 @@ def plan_round(
     the runs wanted, in place of step 2, and ``scored_on``: the widths the allocation scores on (the
     pilot's) in place of ``m``'s."""
     used = seeds_used(m)
-    have = {k: len(v) for k, v in used.items()}
+    have = {k: len(v) for k, v in used.items()}  # runs_held, from the seeds already read
     costs = cost_model(study, m, run_budget, horizons)
     wanted = planned if planned is not None else wanted_runs(study, m, pilots, costs, have, done)
     taken = allocate(study, costs, wanted, have, budget, m.widths if scored_on is None else scored_on, done)

@@ -66,6 +66,7 @@ from pool_coverage import (  # noqa: E402
 from analysis.data.clock_tables import ClockOptions, build_tables  # noqa: E402
 from analysis.data.load import load_source  # noqa: E402
 from analysis.data.pool import unpack  # noqa: E402
+from rlvr_study.two_stage import seeds_for  # noqa: E402
 
 _STATE: dict = {}
 COLUMNS = [
@@ -140,17 +141,15 @@ def stopped(prefixes: list[tuple[int, float, float, float]], width: float) -> tu
 
 def planned(prefixes: list[tuple[int, float, float, float]], width: float) -> tuple[tuple, bool]:
     """The prefix the two-stage rule (``rlvr-study``'s ``stop_rule: two_stage``) ends on: the seeds
-    fixed at the first look from its width, n0 (w0 / W)^2 rounded up, at least n0 and at most the last
-    look (every seed where w0 is unbounded), whatever the width there; and whether it claims the width
+    fixed at the first look from its width by :func:`rlvr_study.two_stage.seeds_for`, n0 (w0 / W)^2
+    rounded up, at least n0 and at most the last look, whatever the width there; and whether it claims the width
     met: at most ``width`` wide **and** at the seeds it planned (a plan the last look cut short claims
     nothing, as ``rlvr-study`` reports such a condition open)."""
     k0, _, lo, hi = prefixes[0]
     last = prefixes[-1][0]
     w0 = hi - lo if np.isfinite(lo) and np.isfinite(hi) else math.inf
-    if not math.isfinite(w0) or (width <= 0 < w0):
-        want = math.inf
-    else:
-        want = max(math.ceil(k0 * (w0 / width) ** 2 - 1e-9), k0) if w0 > 0 else k0
+    ratio = w0 / width if width > 0 else (math.inf if w0 > 0 else 0.0)
+    want = seeds_for(k0, ratio)  # the study's own plan (an unbounded first look: UNBOUNDED_FACTOR x k0)
     n = min(want, last)
     p = next(x for x in prefixes if x[0] == n)
     return p, bool(want <= last and np.isfinite(p[2]) and np.isfinite(p[3]) and p[3] - p[2] <= width)

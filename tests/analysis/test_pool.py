@@ -218,7 +218,7 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     # where the sequential rule stops on the first narrow look, the two-stage rule does not look
     assert stop_rule_coverage.stopped(prefixes, 0.26) == ((6, 0.32, 0.2, 0.45), True)
     assert stop_rule_coverage.planned(prefixes, 0.26)[0][0] == 7
-    # an unbounded first look: every seed
+    # an unbounded first look: the study's 4 n0 seeds, capped at the last look
     assert stop_rule_coverage.planned([(5, 0.3, -np.inf, 0.5), *prefixes[1:]], 1.0)[0][0] == 7
 
 
