@@ -145,14 +145,19 @@ def read_offline_contents(paths: Path | list[Path]) -> OfflineRun:
     run = OfflineRun()
     if len(paths) > 1:
         run.notes.append(f"{len(paths)} offline segments of one wandb run (resumed) merged")
+    segments = []
     for path in paths:
         files = [path] if path.is_file() else sorted(path.glob("*.wandb"))
         if not files:
             raise RunReadError(f"{path.name}: no .wandb file")
         try:
-            records, segment_notes = read_offline_records(files[0])
+            segments.append(read_offline_records(files[0]))
         except OSError as err:
             raise RunReadError(f"{files[0].name} unreadable ({type(err).__name__})") from err
+    # oldest first by the start each segment recorded (folder names carry it only to the second, and
+    # wandb numbers folders of one second -1, -2, ...); a segment without a run record keeps its place
+    order = sorted(range(len(segments)), key=lambda i: (_segment_start(segments[i][0]), i))
+    for records, segment_notes in (segments[i] for i in order):
         run.notes += segment_notes
         try:
             for record in records:
@@ -187,12 +192,20 @@ def read_offline_contents(paths: Path | list[Path]) -> OfflineRun:
     return run
 
 
+def _segment_start(records: list[Any]) -> int:
+    """The start time (ns) a segment's run record carries; 0 where it has none."""
+    for record in records:
+        if record.WhichOneof("record_type") == "run":
+            return record.run.start_time.ToNanoseconds()
+    return 0
+
+
 def read_offline_run(paths: Path | list[Path], run_id: str) -> RunRecord:
     """Read one run from its ``offline-run-*`` folder(s) (or ``.wandb`` file).
 
     A run resumed with the same wandb id (``resume="allow"``, e.g. after preemption) leaves one folder
-    per segment; pass them all, oldest first (folder names start with the date): their records are
-    replayed in order, and the history rows the resumed segment re-logs supersede the old ones
+    per segment; pass them all: their records are replayed oldest first (by the start each segment
+    recorded), and the history rows the resumed segment re-logs supersede the old ones
     (:func:`analysis.data.load.validate_rows`). An analysis run (``job_type="analysis"``, written by
     ``rlvr-analyze --to-wandb``) is not a training run and is refused with that reason.
     """

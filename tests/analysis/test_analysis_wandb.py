@@ -15,6 +15,7 @@ import pytest
 
 from analysis.data.clock_tables import build_tables
 from analysis.data.load import load_source
+from analysis.data.wandb_io import read_offline_run
 from analysis.synthetic import SyntheticSpec, simulate, write_run_dirs, write_wandb_offline
 
 # columns that name where a run came from; everything else must match between sources
@@ -190,10 +191,14 @@ def test_resumed_offline_run_is_merged(tmp_path: Path):
             wb.summary.update({"state": run.status["state"], "failure": run.status["failure"]})
             wb.summary["derived"] = run.summary["derived"]
         wb.finish()
-    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 2
+    folders = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(folders) == 2
     loaded = load_source(str(tmp_path))
     (record,) = loaded.runs
-    assert record.rows == run.rows
+    assert record.rows == run.rows, (len(record.rows), len(run.rows), [f.name for f in folders], record.notes)
+    # the segments are replayed in the order they started, whatever order they are passed in
+    for given in (folders, folders[::-1]):
+        assert read_offline_run(given, "resumed1").rows == run.rows
     assert any("2 offline segments" in n for n in record.notes)
     assert any("superseded" in n for n in record.notes)
     assert record.status["state"] == run.status["state"]
