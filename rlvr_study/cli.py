@@ -143,9 +143,12 @@ def round_jobs(
     ]
 
 
-def study_horizons(state: dict) -> Horizons:
+def study_horizons(state: dict, study: Study | None = None) -> Horizons:
     """The horizons the study fixed after its pilot: condition index -> responses, or, with
-    ``horizon_per_size``, condition index -> {P: responses} (the state's JSON keys P as strings)."""
+    ``horizon_per_size``, condition index -> {P: responses} (the state's JSON keys P as strings); before
+    they are fixed, those the study file fixes (conditions' ``horizon``), if ``study`` is given."""
+    if "horizons" not in state and study is not None:
+        return study.preset_horizons()
     out: Horizons = {}
     for k, v in (state.get("horizons") or {}).items():
         out[int(k)] = {int(p): float(h) for p, h in v.items()} if isinstance(v, dict) else float(v)
@@ -172,7 +175,11 @@ def fix_horizons(study, state: dict, m) -> Horizons:
     per-size one as {B: responses}) for ``rlvr-analyze --horizon``. Done once: later runs cannot move it."""
     if "horizons" in state:
         return study_horizons(state)
-    fixed = {i: _finite(h) for i, h in m.proposed_horizons.items() if _finite(h) is not None}
+    preset = study.preset_horizons()
+    if preset:
+        print("  the horizons the study file fixes:")
+    proposed = preset or m.proposed_horizons
+    fixed = {i: _finite(h) for i, h in proposed.items() if _finite(h) is not None}
     state["horizons"] = {
         str(i): ({str(p): v for p, v in h.items()} if isinstance(h, dict) else h) for i, h in fixed.items()
     }
@@ -337,8 +344,10 @@ def _analyze(study) -> int:
 def _launch(study, state: dict, plan, kind: str, dry_run: bool, run_budget: float = math.inf) -> None:
     index = len(state["rounds"])
     path = jobs_file(study, index)
-    early = kind == "pilot" and study.extend_pilot
-    jobs = round_jobs(study, plan.launches, study_horizons(state), run_budget, stop_at_top_target=early)
+    early = kind == "pilot" and study.extend_pilot and not study.preset_horizons()
+    jobs = round_jobs(
+        study, plan.launches, study_horizons(state, study), run_budget, stop_at_top_target=early
+    )
     entry = {
         "round": index,
         "kind": kind,
@@ -386,8 +395,8 @@ def _extension(study: Study, state: dict) -> RoundPlan | None:
     """With ``extend_pilot``, once the horizons are fixed: the pilot round's runs of targets conditions
     again, now to their horizons (each run that stopped at the top target before its horizon goes on
     from its checkpoint; the others are skipped), once. None when there is nothing to extend."""
-    if not study.extend_pilot or state.get("extended") or "horizons" not in state:
-        return None
+    if not study.extend_pilot or state.get("extended") or "horizons" not in state or study.preset_horizons():
+        return None  # with horizons fixed in the study file, the pilot ran to them
     pilot = next((r for r in state["rounds"] if r.get("kind") == "pilot"), None)
     if pilot is None:
         return None
@@ -484,7 +493,7 @@ def run_study(
             return 0
         launched += 1
     while True:
-        m = measure(study, study_horizons(state))
+        m = measure(study, study_horizons(state, study))
         if "horizons" not in state and not m.widths.empty:
             m = measure(study, fix_horizons(study, state, m))
         extension = _extension(study, state)

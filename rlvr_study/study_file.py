@@ -37,8 +37,10 @@ KEYS = {
     "stop_rule",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
-# (``targets``, the default, or ``failure``: the condition's requested interval is gamma's).
-CONDITION_DIRECTIVES = {"clock"}
+# (``targets``, the default, or ``failure``: the condition's requested interval is gamma's) and
+# ``horizon`` (a targets condition's horizon fixed in the study file instead of after the pilot:
+# responses, or {P: responses} for every size; every targets condition sets one or none does).
+CONDITION_DIRECTIVES = {"clock", "horizon"}
 # Keys a study sets itself on every launch: a condition or an override may not set them.
 # A study never reads a run stopped at its targets (a run's length would move its crossings) and fixes
 # each condition's horizon itself (eval.horizon, after the pilot), with where each run stops.
@@ -119,6 +121,16 @@ class Study:
 
     def clock_of(self, i: int) -> str:
         return str(self.conditions[i].get("clock", "targets"))
+
+    def preset_horizons(self) -> Horizons:
+        """The horizons the study file fixes (conditions' ``horizon``), {} where it fixes none: then the
+        study fixes them after the pilot."""
+        out: Horizons = {}
+        for i, c in enumerate(self.conditions):
+            h = c.get("horizon")
+            if h is not None:
+                out[i] = {int(p): float(v) for p, v in h.items()} if isinstance(h, dict) else float(h)
+        return out
 
 
 #: The horizons a study fixed after its pilot: condition index -> responses, or, for a study with
@@ -269,6 +281,7 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         for c in conds:
             if str(c.get("clock", "targets")) not in ("targets", "failure"):
                 raise StudyError(f"conditions: clock must be targets or failure, got {c['clock']!r}")
+        _check_preset_horizons(conds, study.sizes)
         keys = {tuple(sorted(k for k in c if k not in CONDITION_DIRECTIVES)) for c in conds}
         if len(keys) != 1:
             raise StudyError("conditions: every condition must set the same keys")
@@ -286,6 +299,31 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
     if "folder" in raw and raw["folder"] is not None:
         study.folder = base / str(raw["folder"])
     return study
+
+
+def _check_preset_horizons(conds: list[dict], sizes: list[int]) -> None:
+    """Conditions' ``horizon``: responses, or a mapping of every size (P) to responses, on targets
+    conditions only, and on every one of them or none."""
+    targets = [c for c in conds if str(c.get("clock", "targets")) == "targets"]
+    for c in conds:
+        if "horizon" not in c:
+            continue
+        h = c["horizon"]
+        if c not in targets:
+            raise StudyError(
+                "conditions: horizon is for targets conditions (a failure clock reads whole runs)"
+            )
+        values = list(h.values()) if isinstance(h, dict) else [h]
+        if isinstance(h, dict) and sorted(h) != sorted(sizes):
+            raise StudyError(
+                f"conditions: horizon: one per size {sorted(sizes)} (P: responses), got keys {sorted(h)}"
+            )
+        if not values or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values
+        ):
+            raise StudyError(f"conditions: horizon: positive responses, or {{P: responses}}, got {h!r}")
+    if 0 < sum("horizon" in c for c in targets) < len(targets):
+        raise StudyError("conditions: horizon: set on every targets condition or on none")
 
 
 def load_study(path: str | Path, base: Path | None = None) -> Study:

@@ -7,11 +7,15 @@ committed pool of real runs: ``benchmarks/calibration/stop_rule_coverage.py``; Î
 8 of 15). With ``stop_rule: two_stage`` the study fixes, once the pilot's seed blocks are complete, how
 many seeds each condition it chases will hold, from the pilot's widths alone:
 
-    n_c = ceil(n0 * max over the condition's open intervals of (width / goal)^2)
+    n_c = the fewest n >= n0 with  r * s(n) / s(n0) * sqrt(chi2_q(n - 1) / (n - 1)) <= 1
 
-(n0: the pilot's seeds, so a condition met at the pilot keeps them; an unbounded interval:
-:data:`UNBOUNDED_FACTOR` times n0), the count at which the median width meets the goal where the width
-shrinks as 1 / sqrt(seeds). The counts and the pilot's widths are recorded in ``study_state.json``
+(r: the widest of the condition's open intervals over its goal at the pilot's n0 seeds, so a condition
+met at the pilot keeps them; s(n) = t_{n-1}(0.975) / sqrt(n - 1), the seed-cluster interval's width per
+unit of scatter, :func:`rlvr_study.paired.cluster_scale`; chi2_q: the ``assurance`` quantile q of
+chi-squared, so the width is met in a share q of repetitions where the pilot's scatter is the true one,
+as :func:`rlvr_study.plan.width_factor` plans a design; at most, and for an unbounded interval,
+:data:`UNBOUNDED_FACTOR` times n0). This is our reading of sample-size planning for a t interval with
+assurance (Kupper & Hafner 1989); the pilot's scatter is taken as known. The counts and the pilot's widths are recorded in ``study_state.json``
 (``plan``). Later rounds add whole seeds towards them, across conditions by value per second of wall
 time scored on the pilot's widths (:func:`rlvr_study.rounds.plan_round` with :func:`wanted` and
 :func:`pilot_widths`), never on a later width; the study ends when every chased condition holds its
@@ -33,8 +37,10 @@ import math
 from collections.abc import Collection
 
 import pandas as pd
+from scipy.stats import chi2
 
 from rlvr_study.measure import Measurement
+from rlvr_study.paired import cluster_scale
 from rlvr_study.rounds import WantedRuns
 from rlvr_study.study_file import Study
 from rlvr_study.triage import MET, NOT_IDENTIFIABLE, OPEN
@@ -48,12 +54,25 @@ def condition_seeds(study: Study, have: dict[tuple[int, int], int], cond: int) -
     return min(have.get((cond, p), 0) for p in study.sizes)
 
 
-def seeds_for(n0: int, ratio: float) -> int:
-    """Seeds at which a width ``ratio`` times its goal at ``n0`` seeds meets the goal at its median
-    (width as 1 / sqrt(seeds)); at least ``n0``."""
+def planned_ratio(ratio: float, n0: int, n: int, assurance: float) -> float:
+    """Width over goal that ``n`` seeds stay under with probability ``assurance``, for an interval
+    ``ratio`` times its goal at ``n0`` seeds (module docstring)."""
+    return ratio * cluster_scale(n) / cluster_scale(n0) * math.sqrt(chi2.ppf(assurance, n - 1) / (n - 1))
+
+
+def seeds_for(n0: int, ratio: float, assurance: float = 0.8) -> int:
+    """The seeds a condition whose widest interval is ``ratio`` times its goal at the pilot's ``n0``
+    seeds is planned to hold: ``n0`` where the pilot met the goal, else the fewest at which the width
+    is met with probability ``assurance`` (:func:`planned_ratio`), at most :data:`UNBOUNDED_FACTOR`
+    times ``n0`` (also what an unbounded interval plans)."""
     if not math.isfinite(ratio):
         return UNBOUNDED_FACTOR * n0
-    return max(n0, math.ceil(n0 * ratio**2 - 1e-9))
+    if ratio <= 1:
+        return n0
+    n = n0
+    while n < UNBOUNDED_FACTOR * n0 and planned_ratio(ratio, n0, n, assurance) > 1:
+        n += 1
+    return n
 
 
 def fix_plan(
@@ -69,7 +88,7 @@ def fix_plan(
         rows = m.widths[m.widths["condition"] == cond]
         n0 = condition_seeds(study, have, cond)
         ratio = float((rows["width"] / rows["goal"]).max())
-        seeds[cond] = seeds_for(n0, ratio) if ratio > 1 else n0
+        seeds[cond] = seeds_for(n0, ratio, study.assurance)
         w = ", ".join(
             f"{r.clock} {r.width:.3f} (goal {r.goal:g})" if math.isfinite(r.width) else f"{r.clock} unbounded"
             for r in rows.itertuples()
@@ -81,7 +100,10 @@ def fix_plan(
         "seeds": {str(c): n for c, n in seeds.items()},
         "widths": rows[["condition", "clock", "width", "goal"]].replace([math.inf], None).to_dict("records"),
     }
-    print("two-stage stop rule: the seeds each condition will hold, fixed from the pilot's widths:")
+    print(
+        f"two-stage stop rule: the seeds each condition will hold (width met with probability {study.assurance:g}), "
+        "fixed from the pilot's widths:"
+    )
     print("\n".join(lines))
     return seeds
 

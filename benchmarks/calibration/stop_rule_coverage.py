@@ -139,17 +139,19 @@ def stopped(prefixes: list[tuple[int, float, float, float]], width: float) -> tu
     return prefixes[-1], False
 
 
-def planned(prefixes: list[tuple[int, float, float, float]], width: float) -> tuple[tuple, bool]:
+def planned(
+    prefixes: list[tuple[int, float, float, float]], width: float, assurance: float = 0.8
+) -> tuple[tuple, bool]:
     """The prefix the two-stage rule (``rlvr-study``'s ``stop_rule: two_stage``) ends on: the seeds
-    fixed at the first look from its width by :func:`rlvr_study.two_stage.seeds_for`, n0 (w0 / W)^2
-    rounded up, at least n0 and at most the last look, whatever the width there; and whether it claims the width
+    fixed at the first look from its width by :func:`rlvr_study.two_stage.seeds_for` (met with
+    probability ``assurance``), at most the last look, whatever the width there; and whether it claims the width
     met: at most ``width`` wide **and** at the seeds it planned (a plan the last look cut short claims
     nothing, as ``rlvr-study`` reports such a condition open)."""
     k0, _, lo, hi = prefixes[0]
     last = prefixes[-1][0]
     w0 = hi - lo if np.isfinite(lo) and np.isfinite(hi) else math.inf
     ratio = w0 / width if width > 0 else (math.inf if w0 > 0 else 0.0)
-    want = seeds_for(k0, ratio)  # the study's own plan (an unbounded first look: UNBOUNDED_FACTOR x k0)
+    want = seeds_for(k0, ratio, assurance)  # the study's own plan (an unbounded first look: UNBOUNDED_FACTOR x k0)
     n = min(want, last)
     p = next(x for x in prefixes if x[0] == n)
     return p, bool(want <= last and np.isfinite(p[2]) and np.isfinite(p[3]) and p[3] - p[2] <= width)
@@ -163,10 +165,14 @@ def _hit(p: tuple, truth: float) -> bool:
 
 
 def summarise(
-    truth: dict | None, draws: list[dict], widths: list[float], rules: tuple[str, ...] = ("sequential",)
+    truth: dict | None,
+    draws: list[dict],
+    widths: list[float],
+    rules: tuple[str, ...] = ("sequential",),
+    assurance: float = 0.8,
 ) -> pd.DataFrame:
     """The table, a row per condition, rule (:data:`RULES`) and width; ``truth`` None: each draw's own
-    truth (``(condition, "truth")``)."""
+    truth (``(condition, "truth")``); ``assurance``: the two-stage rule's."""
     rows = []
     for condition in sorted(k for k in draws[0] if isinstance(k, str)) if draws else []:
         fixed = truth.get(f"{condition}|common", (math.nan,) * 3) if truth is not None else None
@@ -177,7 +183,8 @@ def summarise(
         point = float(np.mean([t[0] for _, t in pairs]))
         truth_width = float(np.median([t[2] - t[1] for _, t in pairs]))
         for rule, w in [(r, w) for r in rules for w in widths]:
-            picked = [(*RULES[rule](seq, w), t[0]) for seq, t in pairs]
+            pick = RULES[rule] if rule != "two_stage" else lambda seq, w: planned(seq, w, assurance)
+            picked = [(*pick(seq, w), t[0]) for seq, t in pairs]
             hits = sum(_hit(p, t) for p, _, t in picked)
             met = [(p, t) for p, m, t in picked if m]
             n = len(picked)
@@ -185,7 +192,7 @@ def summarise(
             widths_stopped = [p[3] - p[2] for p, _, _ in picked if np.isfinite(p[2]) and np.isfinite(p[3])]
             median_width = float(np.median(widths_stopped)) if widths_stopped else math.inf
             twins = [
-                (RULES[rule](seq, w), RULES[rule](d[(condition, "replicate")], w))
+                (pick(seq, w), pick(d[(condition, "replicate")], w))
                 for d in draws
                 if d.get(condition) and d.get((condition, "replicate"))
                 for seq in [d[condition]]
@@ -242,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crossing", default="isotonic")
     p.add_argument("--size-horizon-factor", type=float, default=0.0, help="per-size horizons (0: off)")
     p.add_argument("--pilot-seeds", type=int, default=2, help="the seeds that fix per-size horizons")
+    p.add_argument(
+        "--assurance", type=float, default=0.8, help="the two-stage plan's (the study file's assurance)"
+    )
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="CSV of the rows")
@@ -289,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
             draws = list(ex.map(_one_draw, range(args.draws)))
-    write_table(summarise(truth, draws, args.widths, tuple(args.rules)), args.out, t0, width=220)
+    write_table(summarise(truth, draws, args.widths, tuple(args.rules), args.assurance), args.out, t0, width=220)
     return 0
 
 

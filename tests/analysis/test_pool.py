@@ -205,19 +205,21 @@ def test_each_draw_can_hold_out_its_own_truth_and_the_stop_rule_is_replayed(tmp_
     prefixes = [(5, 0.3, 0.1, 0.5), (6, 0.32, 0.2, 0.45), (7, 0.31, 0.25, 0.37)]
     assert stop_rule_coverage.stopped(prefixes, 0.25) == ((6, 0.32, 0.2, 0.45), True)
     assert stop_rule_coverage.stopped(prefixes, 0.05) == ((7, 0.31, 0.25, 0.37), False)
-    # two-stage: the seeds fixed at the first look (width 0.4) whatever the later widths, 5 (0.4 / W)^2
-    # rounded up, capped at the last look (7): W = 0.38 -> 5.54 -> 6 (met there, though the sequential
-    # rule would stop there too); 0.35 -> 6.53 -> 7; 0.1 -> 80 -> 7, not met; at W >= 0.4 the first look.
-    # It claims a width met only at the seeds it planned
-    assert stop_rule_coverage.planned(prefixes, 0.38) == ((6, 0.32, 0.2, 0.45), True)
-    assert stop_rule_coverage.planned(prefixes, 0.35) == ((7, 0.31, 0.25, 0.37), True)
+    # two-stage: the seeds fixed at the first look (width 0.4 on 5 seeds) whatever the later widths
+    # (rlvr_study.two_stage.seeds_for), capped at the last look (7). Median width (assurance 0.5):
+    # W = 0.36 -> 6 seeds (met there, though the sequential rule would stop there too); 0.3 -> 7.
+    # Assurance 0.8 asks for more: 0.38 -> 7; 0.26 -> 10, 7 reached: 0.12 wide there, but short of its
+    # plan it claims nothing; 0.1 -> 20, not met; at W >= 0.4 the first look. A width is claimed met
+    # only at the seeds it planned
+    assert stop_rule_coverage.planned(prefixes, 0.36, 0.5) == ((6, 0.32, 0.2, 0.45), True)
+    assert stop_rule_coverage.planned(prefixes, 0.3, 0.5) == ((7, 0.31, 0.25, 0.37), True)
+    assert stop_rule_coverage.planned(prefixes, 0.38) == ((7, 0.31, 0.25, 0.37), True)
+    assert stop_rule_coverage.planned(prefixes, 0.26) == ((7, 0.31, 0.25, 0.37), False)
     assert stop_rule_coverage.planned(prefixes, 0.1) == ((7, 0.31, 0.25, 0.37), False)
-    # 0.13 -> 47.3 seeds planned, 7 reached: 0.12 wide there, but short of its plan it claims nothing
-    assert stop_rule_coverage.planned(prefixes, 0.13) == ((7, 0.31, 0.25, 0.37), False)
     assert stop_rule_coverage.planned(prefixes, 0.4) == ((5, 0.3, 0.1, 0.5), True)
     # where the sequential rule stops on the first narrow look, the two-stage rule does not look
     assert stop_rule_coverage.stopped(prefixes, 0.26) == ((6, 0.32, 0.2, 0.45), True)
-    assert stop_rule_coverage.planned(prefixes, 0.26)[0][0] == 7
+    assert stop_rule_coverage.planned(prefixes, 0.26, 0.5) == ((7, 0.31, 0.25, 0.37), False)  # plans 8
     # an unbounded first look: the study's 4 n0 seeds, capped at the last look
     assert stop_rule_coverage.planned([(5, 0.3, -np.inf, 0.5), *prefixes[1:]], 1.0)[0][0] == 7
 

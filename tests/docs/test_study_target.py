@@ -41,13 +41,19 @@ def test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses():
     assert analyze[1] == str(study.folder) == "runs/reference"
     # what docs/study.md states: four clipped eta_ref over 1.5 decades, the unclipped failure arm, 30
     # minutes, five pilot seeds in balanced rounds (seed-block intervals everywhere), a horizon per size
-    # at twice the pilot's slowest crossing there
+    # of every clipped condition fixed in the file (every replicate reads the same), under the two-stage
+    # stop rule at assurance 0.8
     rates = sorted(float(c["lr.ref_lr"]) for c in study.conditions if c["loss"] == "clipped")
     assert len(rates) == 4 and rates[-1] / rates[0] >= 10**1.5 * 0.999
     assert [c.get("clock") for c in study.conditions if c["loss"] == "unclipped"] == ["failure"]
     assert study.budget_hours == 0.47 and study.width == 0.12 and study.failure_width == 0.6
     assert study.pilot_seeds == 5 and study.balanced
-    assert study.horizon_per_size and study.horizon_factor == 2 and study.extend_pilot
+    horizons = study.preset_horizons()
+    clipped = [i for i, c in enumerate(study.conditions) if c["loss"] == "clipped"]
+    assert sorted(horizons) == clipped and all(
+        isinstance(h, float) or sorted(h) == study.sizes for h in horizons.values()
+    )
+    assert study.stop_rule == "two_stage" and study.assurance == 0.8
 
 
 def test_study_analysis_flags_parse():

@@ -258,3 +258,59 @@ def test_an_extended_pilot_stops_its_first_seeds_at_the_top_target_and_extends_t
 
 def dataclass_dict(x: Launch) -> dict:
     return {"condition": x.condition, "seeds": x.seeds, "sizes": x.sizes}
+
+
+def test_horizons_fixed_in_the_study_file_are_the_pilots_and_the_studys(pilot, tmp_path, capsys):
+    """Conditions' ``horizon``: the pilot trains to them (no stop at the top target, no extension), and
+    they are the horizons the study fixes, whatever the pilot proposes, so that replicates of one study
+    read the same estimand."""
+    import dataclasses
+
+    from rlvr_study.cli import _extension, _launch
+    from rlvr_study.rounds import RoundPlan
+
+    _, m = pilot
+    preset = {4: 1024, 8: 2048, 16: 4096}
+    conditions = [{"lr.ref_lr": 3e-6, "horizon": preset}, {"lr.ref_lr": 1e-4, "clock": "failure"}]
+    study = parse_study({**STUDY, "extend_pilot": True, "conditions": conditions})
+    study = dataclasses.replace(study, folder=tmp_path / "s")
+    assert study.preset_horizons() == {0: {4: 1024.0, 8: 2048.0, 16: 4096.0}}
+    assert study.condition_overrides(0) == ["lr.ref_lr=3e-06"]  # a directive, not an override
+    state: dict = {"rounds": []}
+    assert study_horizons(state, study) == study.preset_horizons() and study_horizons(state) == {}
+    launches = [Launch(0, [0, 1], [4, 8, 16]), Launch(1, [0, 1], [4, 8, 16])]
+    _launch(study, state, RoundPlan(launches, 0.0), "pilot", dry_run=True, run_budget=30000)
+    jobs = [line.split() for line in capsys.readouterr().out.splitlines() if "seed=" in line]
+    targets = [j for j in jobs if "lr.ref_lr=3e-06" in j]
+    assert len(targets) == 6 and not any("train.stop_at_accuracy" in " ".join(j) for j in jobs)
+    assert {(j[-1], j[2], j[3]) for j in targets} == {
+        (f"rollout.prompts_per_rollout={p}", f"eval.horizon={h}", f"train.stop_at_responses={h}")
+        for p, h in preset.items()
+    }
+    assert all("eval.horizon" not in " ".join(j) for j in jobs if "lr.ref_lr=0.0001" in j)
+    # after the pilot the study fixes the file's horizons, not the ones its runs propose, and nothing is
+    # extended
+    one = dataclasses.replace(study, conditions=conditions[:1])
+    one.folder = tmp_path / "one"
+    fixed = fix_horizons(one, state, m)
+    assert fixed == {0: {4: 1024.0, 8: 2048.0, 16: 4096.0}} != m.proposed_horizons
+    assert json.loads((one.folder / "horizons.json").read_text()) == {
+        m.labels[0]: {f"{p * G}": float(h) for p, h in preset.items()}
+    }
+    state["rounds"] = [{"kind": "pilot", "launches": [dataclass_dict(x) for x in launches]}]
+    assert _extension(study, state) is None
+    # what the file may say
+    for bad, match in (
+        ({"lr.ref_lr": 3e-6, "horizon": {4: 1024, 8: 2048}}, "one per size"),
+        ({"lr.ref_lr": 3e-6, "horizon": -5}, "positive responses"),
+        ({"lr.ref_lr": 3e-6, "horizon": {4: 1, 8: 1, 16: "x"}}, "positive responses"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            parse_study({**STUDY, "conditions": [bad]})
+    with pytest.raises(ValueError, match="every targets condition or on none"):
+        parse_study({**STUDY, "conditions": [conditions[0], {"lr.ref_lr": 1e-5}]})
+    with pytest.raises(ValueError, match="horizon is for targets conditions"):
+        parse_study({**STUDY, "conditions": [conditions[0], {**conditions[1], "horizon": 5000}]})
+    assert parse_study({**STUDY, "conditions": [{"lr.ref_lr": 3e-6, "horizon": 8192}]}).preset_horizons() == {
+        0: 8192.0
+    }

@@ -790,7 +790,8 @@ def test_the_two_stage_rule_fixes_each_conditions_seeds_from_the_pilots_widths(p
     state: dict = {}
     plan = two_stage.fix_plan(study, state, m, have, done=())
     ratio = (m.widths.set_index("condition")["width"] / study.width).to_dict()
-    assert plan == {c: max(2, math.ceil(2 * ratio[c] ** 2 - 1e-9)) for c in (0, 1)}
+    assert plan == {c: two_stage.seeds_for(2, ratio[c], study.assurance) for c in (0, 1)}
+    assert 2 < plan[0] < plan[1]  # the wider pilot plans more seeds
     assert all(n > 2 for n in plan.values())  # both pilot widths are above the goal
     assert state["plan"]["seeds"] == {str(c): n for c, n in plan.items()}
     # fixed once: a later measurement (here every width met) does not move it
@@ -827,12 +828,25 @@ def test_the_two_stage_rule_fixes_each_conditions_seeds_from_the_pilots_widths(p
     assert statuses[0].status == "met" and statuses[1].status == "open"
 
 
-def test_two_stage_seeds_scale_with_the_squared_width_ratio():
-    from rlvr_study.two_stage import UNBOUNDED_FACTOR, seeds_for
+def test_two_stage_seeds_meet_the_width_with_the_assurance_asked():
+    from rlvr_study.two_stage import UNBOUNDED_FACTOR, planned_ratio, seeds_for
 
     assert seeds_for(5, 1.0) == 5 and seeds_for(5, 0.5) == 5  # met at the pilot: its seeds
-    assert seeds_for(5, 2.0) == 20 and seeds_for(5, 1.1) == 7  # 6.05 -> 7
-    assert seeds_for(5, math.inf) == UNBOUNDED_FACTOR * 5
+    assert seeds_for(5, math.inf) == UNBOUNDED_FACTOR * 5 == seeds_for(5, 3.0)  # capped
+    # the pilot widths of the two documented runs at 3.16e-5 (0.206 and 0.121 for 0.12)
+    assert seeds_for(5, 0.206 / 0.12, 0.8) == 12 and seeds_for(5, 0.121 / 0.12, 0.8) == 7
+    ratios, levels = [1.01, 1.1, 1.3, 1.5, 1.8, 2.2, 2.6], [0.5, 0.7, 0.8, 0.9]
+    for a in levels:
+        plan = [seeds_for(5, r, a) for r in ratios]
+        assert plan == sorted(plan)  # a wider pilot never plans fewer seeds
+        for r, n in zip(ratios, plan):
+            if n < UNBOUNDED_FACTOR * 5:  # the fewest seeds that meet the width with probability a
+                assert planned_ratio(r, 5, n, a) <= 1 < (planned_ratio(r, 5, n - 1, a) if n > 5 else 2)
+    for r in ratios:
+        plan = [seeds_for(5, r, a) for a in levels]
+        assert plan == sorted(plan)  # more assurance never plans fewer seeds
+    # at 0.5 the pilot's own scatter is the median one: t scaling alone (fewer seeds than 1 / sqrt(n))
+    assert seeds_for(5, 2.0, 0.5) == 11 < math.ceil(5 * 2.0**2)
     assert parse_study({**GOOD, "stop_rule": "two_stage"}).stop_rule == "two_stage"
     assert parse_study(dict(GOOD)).stop_rule == "sequential"
     with pytest.raises(StudyError, match="stop_rule"):
