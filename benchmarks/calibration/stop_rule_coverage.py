@@ -151,7 +151,8 @@ def planned(
     last = prefixes[-1][0]
     w0 = hi - lo if np.isfinite(lo) and np.isfinite(hi) else math.inf
     ratio = w0 / width if width > 0 else (math.inf if w0 > 0 else 0.0)
-    want = seeds_for(k0, ratio, assurance)  # the study's own plan (an unbounded first look: UNBOUNDED_FACTOR x k0)
+    # the study's own plan (an unbounded first look: UNBOUNDED_FACTOR x k0)
+    want = seeds_for(k0, ratio, assurance)
     n = min(want, last)
     p = next(x for x in prefixes if x[0] == n)
     return p, bool(want <= last and np.isfinite(p[2]) and np.isfinite(p[3]) and p[3] - p[2] <= width)
@@ -299,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         with ProcessPoolExecutor(args.jobs, initializer=_init, initargs=(state,)) as ex:
             draws = list(ex.map(_one_draw, range(args.draws)))
-    write_table(summarise(truth, draws, args.widths, tuple(args.rules), args.assurance), args.out, t0, width=220)
+    write_table(
+        summarise(truth, draws, args.widths, tuple(args.rules), args.assurance), args.out, t0, width=220
+    )
     return 0
 
 
