@@ -314,9 +314,9 @@ def _check_preset_horizons(conds: list[dict], sizes: list[int]) -> None:
                 "conditions: horizon is for targets conditions (a failure clock reads whole runs)"
             )
         values = list(h.values()) if isinstance(h, dict) else [h]
-        if isinstance(h, dict) and sorted(h) != sorted(sizes):
+        if isinstance(h, dict) and set(h) != set(sizes):
             raise StudyError(
-                f"conditions: horizon: one per size {sorted(sizes)} (P: responses), got keys {sorted(h)}"
+                f"conditions: horizon: one per size {sorted(sizes)} (P: responses), got keys {list(h)}"
             )
         if not values or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values

@@ -412,6 +412,17 @@ RULES: list[Rule] = [
         ),
     ),
     (
+        "replicates",
+        _regex(
+            r"^python -m analysis\.replicates results/\S+ results/\S+$",
+            Coverage(
+                "test",
+                "tests/analysis/test_replicates.py::test_two_replicates_are_compared_quantity_by_quantity",
+                "needs two studies' results (an hour of CPU); the test runs it on written result folders",
+            ),
+        ),
+    ),
+    (
         "vllm install",
         _regex(
             r"^bash scripts/install_vllm_cpu\.sh \.venv-vllm$",
