@@ -554,6 +554,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("study", help="the study file (YAML): docs/study.md, 'Adaptive rounds'")
     ap.add_argument("--max-rounds", type=int, default=None, help="override the study file's max_rounds")
     ap.add_argument(
+        "--budget-hours",
+        type=float,
+        default=None,
+        metavar="H",
+        help="override the study file's budget.hours (a slower machine that is to hold the same plan)",
+    )
+    ap.add_argument(
         "--stop-after", type=int, default=None, help="launch at most N rounds in this call (resume later)"
     )
     ap.add_argument(
@@ -580,6 +587,10 @@ def main(argv: list[str] | None = None) -> int:
         study = load_study(args.study)
         if args.max_rounds is not None:
             study.max_rounds = args.max_rounds
+        if args.budget_hours is not None:
+            if not (math.isfinite(args.budget_hours) and args.budget_hours > 0):
+                raise StudyError(f"--budget-hours: a positive number of hours, got {args.budget_hours:g}")
+            study.budget_hours = args.budget_hours
         if args.replicate:
             study = replicate(study, args.replicate)
         return run_study(

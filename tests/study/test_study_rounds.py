@@ -617,9 +617,15 @@ def test_a_dry_run_after_the_pilot_prints_the_next_round_and_launches_nothing(pi
     assert main([str(tmp_path / "s.yaml"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "after round 0: 16 runs" in out and "round 1 (adaptive): launching" in out
+    assert "h of 10\n" in out
     assert out.count("rlvr-train -m ") == 1 and "finished" not in out
     assert not (folder / "study_round_1.yaml").exists()
     assert len(json.loads((folder / "study_state.json").read_text())["rounds"]) == 1
+    # --budget-hours overrides the file's budget.hours; a non-positive one is refused, naming the flag
+    assert main([str(tmp_path / "s.yaml"), "--dry-run", "--budget-hours", "0.62"]) == 0
+    assert "h of 0.62\n" in capsys.readouterr().out
+    assert main([str(tmp_path / "s.yaml"), "--dry-run", "--budget-hours", "0"]) == 2
+    assert "--budget-hours: a positive number of hours, got 0" in capsys.readouterr().err
 
 
 def test_a_state_file_of_another_study_is_refused_with_exit_status_2(tmp_path, capsys):
