@@ -56,7 +56,7 @@ from rlvr_study.rounds import (
     runs_held,
     stop_before_round,
 )
-from rlvr_study.study_file import Horizons, Study, StudyError, horizon_at, load_study
+from rlvr_study.study_file import Horizons, Study, StudyError, horizon_at, load_study, override
 from rlvr_study.triage import Triage, status_lines, triage
 
 STATE = "study_state.json"
@@ -553,16 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rlvr-study", description=__doc__.split("\n\n")[0])
     ap.add_argument("study", help="the study file (YAML): docs/study.md, 'Adaptive rounds'")
     ap.add_argument("--max-rounds", type=int, default=None, help="override the study file's max_rounds")
-    ap.add_argument(
-        "--budget-hours",
-        type=float,
-        default=None,
-        metavar="H",
-        help="override the study file's budget.hours (a slower machine that is to hold the same plan)",
-    )
-    ap.add_argument(
-        "--stop-after", type=int, default=None, help="launch at most N rounds in this call (resume later)"
-    )
+    hours = "override the study file's budget.hours (a slower machine that is to hold the same plan)"
+    ap.add_argument("--budget-hours", type=float, default=None, metavar="H", help=hours)
+    stop = "launch at most N rounds in this call (resume later)"
+    ap.add_argument("--stop-after", type=int, default=None, help=stop)
     ap.add_argument(
         "--dry-run", action="store_true", help="validate and print the pilot's commands; run nothing"
     )
@@ -584,13 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.replicate < 0:
             raise StudyError(f"--replicate: a non-negative integer, got {args.replicate}")
-        study = load_study(args.study)
-        if args.max_rounds is not None:
-            study.max_rounds = args.max_rounds
-        if args.budget_hours is not None:
-            if not (math.isfinite(args.budget_hours) and args.budget_hours > 0):
-                raise StudyError(f"--budget-hours: a positive number of hours, got {args.budget_hours:g}")
-            study.budget_hours = args.budget_hours
+        study = override(load_study(args.study), max_rounds=args.max_rounds, budget_hours=args.budget_hours)
         if args.replicate:
             study = replicate(study, args.replicate)
         return run_study(

@@ -336,3 +336,14 @@ def load_study(path: str | Path, base: Path | None = None) -> Study:
     except yaml.YAMLError as err:
         raise StudyError(f"study file: {path} is not YAML ({err})") from err
     return parse_study(raw, base if base is not None else Path("."))
+
+
+def override(study: Study, *, max_rounds: int | None = None, budget_hours: float | None = None) -> Study:
+    """The command line's ``--max-rounds`` and ``--budget-hours`` over the study file's values."""
+    if max_rounds is not None:
+        study.max_rounds = max_rounds
+    if budget_hours is not None:
+        if not (math.isfinite(budget_hours) and budget_hours > 0):
+            raise StudyError(f"--budget-hours: a positive number of hours, got {budget_hours:g}")
+        study.budget_hours = budget_hours
+    return study
