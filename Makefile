@@ -77,23 +77,27 @@ lint: install
 
 # The reference study on the embedded default (studies/reference.yaml, docs/study.md): the clipped grid's
 # alpha(eta_ref) curve at four eta_ref over 1.5 decades and the unclipped grid's gamma, run by rlvr-study
-# in adaptive rounds within a 30-minute budget (re-running resumes; ARGS="--replicate 1" STUDY=runs/reference-r1: the same study on independent seeds), then the analysis into results/study.
+# in adaptive rounds within a 30-minute budget (re-running resumes; ARGS="--replicate 1" STUDY=runs/reference-r1: the same study on independent seeds), then the analysis into $(RESULTS).
 STUDY ?= runs/reference
+# where the analysis writes: results/study for runs/reference, results/study-r1 for runs/reference-r1,
+# results/study-<name> for any other runs/<name>, so a replicate's report never overwrites another's
+STUDY_NAME = $(notdir $(STUDY))
+RESULTS ?= results/study$(if $(filter reference%,$(STUDY_NAME)),$(patsubst reference%,%,$(STUDY_NAME)),-$(STUDY_NAME))
 # crossings on the isotonic fit of each run's accuracy curve; when to stop, which targets a sweep records
 # and the instruments' cadence are bookkeeping here, so the conditions are the loss and eta_ref
 # crossings read up to the horizons rlvr-study fixed after the pilot (horizons.json)
-STUDY_ANALYZE ?= --out results/study --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --gain-targets 0.5 0.75 --quiet
+STUDY_ANALYZE ?= --out $(RESULTS) --isotonic --targets 0.22 0.25 0.28 --ignore-keys eval.targets noise.curvature_every_rollouts --horizon $(STUDY)/horizons.json --gain-targets 0.5 0.75 --quiet
 study: install
 	$(VENV)/bin/rlvr-study studies/reference.yaml --no-analysis $(ARGS)
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
-	@echo "report: results/study/report.md"
+	@echo "report: $(RESULTS)/report.md"
 
 # The figures docs/study.md shows ("The reference study"), regenerated from the study's run directories.
 figures: install
 	$(VENV)/bin/rlvr-analyze $(STUDY) $(STUDY_ANALYZE)
 	mkdir -p docs/figures
-	$(PY) scripts/alpha_eta_figure.py results/study docs/figures/alpha_vs_eta_ref.png
-	cp results/study/rt_vs_B_all_0.25.png docs/figures/
+	$(PY) scripts/alpha_eta_figure.py $(RESULTS) docs/figures/alpha_vs_eta_ref.png
+	cp $(RESULTS)/rt_vs_B_all_0.25.png docs/figures/
 
 bench: install
 	$(PY) benchmarks/speed/cycle.py
