@@ -157,8 +157,9 @@ def _hydra_value(v) -> str:
 
 def _positive(raw: dict, key: str, kind=float):
     value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise StudyError(f"{key}: must be a positive number, got {value!r}")
+    # NaN compares false with everything and inf is no limit (a budget says that with null)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise StudyError(f"{key}: must be a positive, finite number, got {value!r}")
     if kind is int and int(value) != value:
         raise StudyError(f"{key}: must be an integer, got {value!r}")
     return kind(value)
