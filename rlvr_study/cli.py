@@ -41,13 +41,14 @@ from pathlib import Path
 
 import yaml
 
-from rlvr_study import two_stage
+from rlvr_study import afford, two_stage
 from rlvr_study.measure import Measurement, analysis_horizons, format_widths, measure, plateau_lines
 from rlvr_study.plan import pilots_from_fits
 from rlvr_study.rounds import (
     Launch,
     RoundPlan,
     StopReason,
+    cost_model,
     first_round_seeds,
     pilot_complete,
     pilot_plan,
@@ -514,6 +515,8 @@ def run_study(
         for note in chased.notes:
             print(f"  {note}")
         budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))
+        costs = cost_model(study, m, run_budget, study_horizons(state))
+        chased = afford.beyond_budget(study, m, chased, budget, costs, afford.planned_seeds(state))
         plan = _two_stage_plan(study, state, m, chased)
         reason = _stop(study, m, chased, _rounds_done(state), budget, plan)
         m = chased.measurement(m) if not chased.widths.empty else m
@@ -541,7 +544,7 @@ def run_study(
         statuses = chased.statuses
         if plan is not None:
             statuses = two_stage.annotate(statuses, plan, runs_held(m), study)
-        state["finished"] = reason.describe(study, m)
+        state["finished"] = afford.finished(reason.describe(study, m), statuses)
         state["conditions"] = {str(i): dataclasses.asdict(x) for i, x in statuses.items()}
         save_state(study, state)
         print(f"study {study.name} finished: {state['finished']}")

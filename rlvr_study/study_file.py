@@ -35,6 +35,7 @@ KEYS = {
     "balanced",
     "first_seed",
     "stop_rule",
+    "budget_triage",
 }
 # Keys of a condition mapping that direct the study instead of overriding the config: ``clock``
 # (``targets``, the default, or ``failure``: the condition's requested interval is gamma's) and
@@ -110,6 +111,9 @@ class Study:
     # selected for its width); two_stage: each condition's seeds are fixed from the pilot's widths and
     # its interval is reported there, met or not (rlvr_study.two_stage; docs/study.md)
     stop_rule: str = "sequential"
+    # true: a condition whose goal the budget left cannot buy (the seeds its widths want, or its plan, at
+    # its runs' measured wall times) is not chased, and the rounds spend elsewhere (rlvr_study.afford)
+    budget_triage: bool = False
 
     def condition_overrides(self, i: int) -> list[str]:
         return [
@@ -226,7 +230,7 @@ def parse_study(raw: dict, base: Path = Path(".")) -> Study:
         study.horizon_factor = _positive(raw, "horizon_factor")
         if study.horizon_factor < 1:
             raise StudyError(f"horizon_factor: at least 1, got {study.horizon_factor!r}")
-    for key in ("horizon_per_size", "extend_pilot", "balanced", "common"):
+    for key in ("horizon_per_size", "extend_pilot", "balanced", "common", "budget_triage"):
         if key in raw:
             setattr(study, key, _flag(raw, key))
     if "assurance" in raw:

@@ -50,12 +50,14 @@ MET, OPEN, MOVED, NOT_IDENTIFIABLE = (
     "moved to gain targets",
     "not identifiable within its horizon",
 )
+# budget_triage: a goal the budget left cannot buy (rlvr_study.afford)
+BEYOND_BUDGET = "not attainable within the budget"
 
 
 @dataclass
 class ConditionStatus:
     condition: int
-    status: str  # MET | OPEN | MOVED | NOT_IDENTIFIABLE (a moved condition is also met or open: reason)
+    status: str  # MET, OPEN, MOVED, NOT_IDENTIFIABLE, BEYOND_BUDGET (a moved one is met or open: reason)
     reason: str
     beyond: str = ""  # the targets its horizon makes unattainable, and why ("" where none)
 
@@ -76,8 +78,9 @@ class Triage:
 
     @property
     def done(self) -> set[int]:
-        """The conditions that get no more runs: not identifiable within their horizon, nothing chased."""
-        return {i for i, s in self.statuses.items() if s.status == NOT_IDENTIFIABLE}
+        """The conditions that get no more runs: not identifiable within their horizon, nothing chased,
+        or (``budget_triage``) not attainable within the budget."""
+        return {i for i, s in self.statuses.items() if s.status in (NOT_IDENTIFIABLE, BEYOND_BUDGET)}
 
 
 def beyond_horizon(runs: pd.DataFrame, column: str) -> list[tuple[float, int, int]]:

@@ -1,0 +1,129 @@
+"""Goals the budget cannot buy, not chased (``budget_triage: true``; docs/study.md, "Goals beyond the budget").
+
+:mod:`rlvr_study.triage` stops chasing an interval that the horizon keeps open however many seeds it
+gets. The budget can do the same: a condition whose goal needs more seeds than the hours (or responses)
+left can pay for stays open at the end, and every run it got in the meantime is time the other
+conditions did not get. With ``budget_triage: true``, before each round, each condition still chased is
+priced:
+
+- the seeds it will hold: under the two-stage rule, once fixed, its plan (:mod:`rlvr_study.two_stage`);
+  before that, the seeds at which its widest open interval is predicted to meet its goal at the median
+  (``r``: width over goal at ``n0`` seeds): ``ceil(n0 r^2)`` below :data:`MIN_SEEDS` (the within-size
+  bootstrap, whose width shrinks as one over the root of the runs per size), the seed-cluster t
+  interval's narrowing (:func:`rlvr_study.two_stage.planned_ratio` at assurance 0.5) from there on;
+  never fewer than the pilot's seeds;
+- what the missing runs cost: each at its condition and size's measured wall time, over the runs that
+  run at once (:func:`rlvr_study.rounds.cost_model`, the rounds' own prices), and their responses.
+
+Where that alone is more than all the hours left (not only the share a round may plan into) or the
+responses left, the condition is **not attainable within the budget**: it gets no more runs, the
+reason says what it wants and what is left, and its interval is reported where it stands. An
+unbounded interval is not priced (its seeds cannot be predicted; the pilot is there to bound it).
+This is our rule, not a paper's: it drops only what the budget could not buy even if every other
+condition got nothing, at the median prediction (the plan's assurance asks for more), so it never
+drops a goal the budget could have met on the measured costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from analysis.fits.seed_blocks import MIN_SEEDS
+from rlvr_study.launches import runs_held
+from rlvr_study.measure import Measurement
+from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget
+from rlvr_study.study_file import Study
+from rlvr_study.triage import BEYOND_BUDGET, MET, NOT_IDENTIFIABLE, ConditionStatus, Triage
+from rlvr_study.two_stage import condition_seeds, planned_ratio
+
+# the most seeds a prediction is carried to (a goal further off is beyond any budget these studies hold)
+MAX_FACTOR = 100
+
+
+def seeds_to_goal(ratio: float, n0: int, pilot_seeds: int) -> int | None:
+    """The seeds at which an interval ``ratio`` times its goal at ``n0`` seeds meets it at the median
+    (module docstring); None where ``ratio`` is not finite."""
+    if not math.isfinite(ratio) or n0 < 1:
+        return None
+    floor = max(n0, pilot_seeds)
+    if ratio <= 1:
+        return floor
+    if n0 < MIN_SEEDS:
+        return max(math.ceil(n0 * ratio**2 - 1e-9), floor)
+    n = n0 + 1
+    while n < MAX_FACTOR * n0 and planned_ratio(ratio, n0, n, 0.5) > 1:
+        n += 1
+    return max(n, floor)
+
+
+def _price(study: Study, costs: CostModel, have: dict, cond: int, seeds: int, parallel: float):
+    missing = {p: max(seeds - have.get((cond, p), 0), 0) for p in study.sizes}
+    seconds = sum(n * costs.seconds[(cond, p)] for p, n in missing.items()) / max(parallel, 1e-9)
+    return seconds, sum(n * costs.responses[(cond, p)] for p, n in missing.items())
+
+
+def beyond_budget(
+    study: Study,
+    m: Measurement,
+    chased: Triage,
+    budget: RoundBudget,
+    costs: CostModel,
+    plan: dict[int, int] | None = None,
+) -> Triage:
+    """``chased`` with every condition whose goal the budget left cannot buy marked
+    :data:`~rlvr_study.triage.BEYOND_BUDGET` and its intervals no longer chased (module docstring);
+    ``chased`` itself where ``study.budget_triage`` is off. ``plan``: the two-stage rule's seeds per
+    condition, where fixed. Prints a line for each condition it marks."""
+    if not study.budget_triage or chased.widths.empty:
+        return chased
+    have = runs_held(m)
+    seconds_left = budget.seconds / HOURS_MARGIN  # all the hours left, not a round's share
+    plan = plan or {}
+    statuses = dict(chased.statuses)
+    dropped = []
+    for cond, status in chased.statuses.items():
+        rows = chased.widths[chased.widths["condition"] == cond]
+        open_ = rows[rows["width"] > rows["goal"]]
+        if status.status in (MET, NOT_IDENTIFIABLE, BEYOND_BUDGET) or open_.empty:
+            continue
+        n0 = condition_seeds(study, have, cond)
+        ratio = float((open_["width"] / open_["goal"]).max())
+        seeds = plan.get(cond) or seeds_to_goal(ratio, n0, study.pilot_seeds)
+        if seeds is None:
+            continue
+        seconds, responses = _price(study, costs, have, cond, seeds, budget.parallel)
+        if seconds <= seconds_left and responses <= budget.responses:
+            continue
+        what = (
+            "its plan" if cond in plan else f"its widest interval ({ratio:.2f} times its goal at {n0} seeds)"
+        )
+        left = [f"{seconds_left / 3600:.2f} h"] if math.isfinite(seconds_left) else []
+        left += [f"{budget.responses:,.0f} responses"] if math.isfinite(budget.responses) else []
+        why = (
+            f"{what} wants {seeds} seeds: {seconds / 3600:.2f} h of rounds and {responses:,.0f} responses "
+            f"at its runs' measured cost; {' and '.join(left)} left; no more runs"
+        )
+        reason = f"{status.reason}; {why}" if status.reason else why
+        statuses[cond] = dataclasses.replace(status, status=BEYOND_BUDGET, reason=reason)
+        dropped.append(cond)
+        print(f"  condition {cond}: {BEYOND_BUDGET}: {why}")
+    if not dropped:
+        return chased
+    widths = chased.widths[~chased.widths["condition"].isin(dropped)]
+    return Triage(widths if len(widths) else chased.widths.iloc[0:0], statuses, list(chased.notes))
+
+
+def planned_seeds(state: dict) -> dict[int, int] | None:
+    """The two-stage plan recorded in ``study_state.json``, where fixed."""
+    plan = state.get("plan")
+    return {int(c): int(n) for c, n in plan["seeds"].items()} if plan else None
+
+
+def finished(line: str, statuses: dict[int, ConditionStatus]) -> str:
+    """The study's closing line with the conditions the budget triage stopped chasing named."""
+    dropped = sorted(c for c, s in statuses.items() if s.status == BEYOND_BUDGET)
+    if not dropped:
+        return line
+    line = line.replace("every condition", "every condition still chased", 1)
+    return f"{line}; {BEYOND_BUDGET} (no more runs): condition {', '.join(map(str, dropped))}"

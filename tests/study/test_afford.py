@@ -1,0 +1,147 @@
+"""The budget triage of ``rlvr-study`` (``budget_triage: true``, ``rlvr_study/afford.py``) on synthetic
+pilot run directories (``analysis.synthetic``), priced with a known cost model: no trainer, no launch."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from analysis.synthetic import SyntheticSpec, write_sweep
+from rlvr_study.afford import beyond_budget, finished, planned_seeds, seeds_to_goal
+from rlvr_study.measure import measure
+from rlvr_study.plan import pilot_conditions
+from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget, plan_round
+from rlvr_study.study_file import StudyError, parse_study
+from rlvr_study.triage import BEYOND_BUDGET, MET, triage
+from rlvr_study.two_stage import planned_ratio
+
+G = 8
+SIZES_B = (32, 64, 128, 256)
+
+
+@pytest.fixture(scope="module")
+def pilot(tmp_path_factory):
+    """Two conditions, 2 seeds at 4 sizes each, every interval wider than the goal."""
+    folder = tmp_path_factory.mktemp("afford") / "runs" / "s"
+    specs = [
+        SyntheticSpec(
+            sizes=SIZES_B,
+            seeds=2,
+            alpha=a,
+            sigma=0.25,
+            gamma=None,
+            targets=(0.3,),
+            budget=30000,
+            group_size=G,
+            overrides=(("lr.ref_lr", lr),),
+            seed=k,
+            b_noise=None,
+        )  # fmt: skip
+        for k, (a, lr) in enumerate([(0.3, 1e-6), (0.2, 3e-6)])
+    ]
+    write_sweep(folder, specs)
+    study = parse_study(
+        {
+            "name": "s",
+            "sizes": [b // G for b in SIZES_B],
+            "conditions": [{"lr.ref_lr": 1e-6}, {"lr.ref_lr": 3e-6}],
+            "targets": [0.3],
+            "budget": {"responses": 1e7, "hours": 1},
+            "bootstrap": 100,
+            "pilot_seeds": 2,
+            "budget_triage": True,
+        }  # fmt: skip
+    )
+    study.folder = folder
+    return study, measure(study), pilot_conditions(str(folder), targets=[0.3], n_boot=100)
+
+
+def _costs(study, seconds: dict[int, float], responses: float = 1000.0) -> CostModel:
+    keys = [(c, p) for c in (0, 1) for p in study.sizes]
+    return CostModel(
+        {p: float(p * G) for p in study.sizes},
+        {k: responses for k in keys},
+        {k: seconds[k[0]] for k in keys},
+    )
+
+
+def test_seeds_to_goal_is_the_median_prediction():
+    assert seeds_to_goal(math.inf, 2, 5) is None and seeds_to_goal(1.5, 0, 5) is None
+    assert seeds_to_goal(0.8, 2, 5) == 5 and seeds_to_goal(0.8, 7, 5) == 7  # met: the pilot's seeds
+    assert seeds_to_goal(0.377 / 0.12, 2, 5) == 20  # n0 r^2 below the seed-cluster interval
+    for r in (1.1, 1.5, 2.0, 2.65):  # from 5 seeds on: the t interval's narrowing at the median scatter
+        n = seeds_to_goal(r, 5, 5)
+        assert planned_ratio(r, 5, n, 0.5) <= 1 < planned_ratio(r, 5, n - 1, 0.5)
+    assert seeds_to_goal(40.0, 5, 5) == 500  # carried at most MAX_FACTOR times the seeds held
+
+
+def test_a_goal_the_hours_left_cannot_buy_is_not_chased(pilot, capsys):
+    study, m, pilots = pilot
+    chased = triage(study, m)
+    ratio = chased.widths.set_index("condition")["width"] / chased.widths.set_index("condition")["goal"]
+    assert (ratio > 1).all() and ratio.map(math.isfinite).all()
+    want = {c: seeds_to_goal(float(ratio[c]), 2, 2) for c in (0, 1)}
+    costs = _costs(study, {0: 1.0, 1: 50.0})
+    # each missing seed is a run at each of the 4 sizes, two at once
+    price = {c: (want[c] - 2) * len(study.sizes) * costs.seconds[(c, study.sizes[0])] / 2 for c in (0, 1)}
+    left = (price[0] + price[1]) / 2
+    assert price[0] < left < price[1]
+    out = beyond_budget(study, m, chased, RoundBudget(1e12, HOURS_MARGIN * left, parallel=2), costs)
+    assert out.statuses[1].status == BEYOND_BUDGET and out.done == {1}
+    assert out.statuses[0] == chased.statuses[0]
+    assert list(out.widths["condition"].unique()) == [0]
+    assert f"wants {want[1]} seeds: {price[1] / 3600:.2f} h of rounds" in out.statuses[1].reason
+    assert f"condition 1: {BEYOND_BUDGET}" in capsys.readouterr().out
+    # the rounds spend elsewhere: the dropped condition gets no run
+    todo = plan_round(study, out.measurement(m), pilots, 30000, RoundBudget(1e12), done=out.done)
+    assert todo.launches and {x.condition for x in todo.launches} == {0}
+    # the closing line names it
+    line = finished("every condition holds the seeds its pilot planned", out.statuses)
+    assert (
+        line
+        == f"every condition still chased holds the seeds its pilot planned; {BEYOND_BUDGET} (no more runs): condition 1"
+    )
+    assert finished("x", chased.statuses) == "x"
+
+
+def test_the_responses_left_and_the_plan_are_priced_too(pilot):
+    study, m, _ = pilot
+    chased = triage(study, m)
+    cheap = _costs(study, {0: 1.0, 1: 1.0}, responses=1000.0)
+    # the responses: 4 sizes x 1000 per missing seed
+    out = beyond_budget(study, m, chased, RoundBudget(4000 * 2.5, 1e9, parallel=2), cheap)
+    assert all(out.statuses[c].status == BEYOND_BUDGET for c in (0, 1)) and out.widths.empty
+    assert "responses left" in out.statuses[0].reason
+    # a plan fixed at 3 seeds costs one seed (4000 responses): both fit
+    plan = {0: 3, 1: 3}
+    kept = beyond_budget(study, m, chased, RoundBudget(4000 * 2.5, 1e9, parallel=2), cheap, plan)
+    assert kept is chased
+    assert (
+        "its plan wants"
+        in beyond_budget(study, m, chased, RoundBudget(3000, 1e9), cheap, plan).statuses[0].reason
+    )
+    assert planned_seeds({"plan": {"seeds": {"0": 3, "1": 7}}}) == {0: 3, 1: 7} and planned_seeds({}) is None
+
+
+def test_off_met_or_unbounded_conditions_are_left_alone(pilot):
+    study, m, _ = pilot
+    chased = triage(study, m)
+    tiny = RoundBudget(1.0, 1.0, parallel=2)
+    dear = _costs(study, {0: 1e6, 1: 1e6})
+    assert beyond_budget(dataclasses.replace(study, budget_triage=False), m, chased, tiny, dear) is chased
+    assert beyond_budget(study, m, chased, RoundBudget(), dear) is chased  # no budget: nothing priced
+    unbounded = dataclasses.replace(chased, widths=chased.widths.assign(width=math.inf))
+    assert beyond_budget(study, m, unbounded, tiny, dear) is unbounded
+    met_widths = chased.widths.assign(width=0.01)
+    met = dataclasses.replace(chased, widths=met_widths, statuses={c: dataclasses.replace(s, status=MET) for c, s in chased.statuses.items()})  # fmt: skip
+    assert beyond_budget(study, m, met, tiny, dear) is met
+
+
+def test_the_key_is_read_and_checked():
+    good = {"name": "s", "sizes": [4, 8], "budget": {"hours": 1}}
+    assert parse_study(good).budget_triage is False
+    assert parse_study({**good, "budget_triage": True}).budget_triage is True
+    with pytest.raises(StudyError, match="^budget_triage:"):
+        parse_study({**good, "budget_triage": "yes"})
