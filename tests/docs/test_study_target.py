@@ -3,8 +3,8 @@ rlvr-grid, which starts nothing) or parses (rlvr-analyze), with the grid sizes d
 
 from __future__ import annotations
 
-import re
 import shlex
+import subprocess
 from pathlib import Path
 
 from analysis.cli import build_parser
@@ -12,19 +12,15 @@ from analysis.cli import build_parser
 REPO = Path(__file__).resolve().parents[2]
 
 
-def target_commands(name: str) -> list[list[str]]:
-    """The recipe lines of a Makefile target, with make's variables substituted."""
-    text = (REPO / "Makefile").read_text()
-    variables = dict(re.findall(r"^([A-Z_]+) \?= (.*)$", text, flags=re.M))
-    recipe = re.search(rf"^{name}:.*\n((?:\t.*\n)+)", text, flags=re.M).group(1)
-    out = []
-    for line in recipe.splitlines():
-        line = line.strip().lstrip("@")
-        line = line.replace("$(VENV)/bin/", "").replace("$(ARGS)", "")
-        while re.search(r"\$\((\w+)\)", line):  # variables that name variables: until none is left
-            line = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), ""), line)
-        out.append(shlex.split(line))
-    return out
+def target_commands(name: str, *variables: str) -> list[list[str]]:
+    """The recipe lines of a Makefile target as make expands them (``make -n``, nothing run; the
+    install prerequisite taken as done), the venv's ``bin/`` dropped; ``variables``: ``NAME=value``."""
+    probe = ".venv-probe"
+    out = subprocess.run(
+        ["make", "-s", "-n", "-o", f"{probe}/.installed", name, f"VENV={probe}", *variables],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return [shlex.split(line.replace(f"{probe}/bin/", "")) for line in out.splitlines() if line.strip()]
 
 
 def test_study_target_runs_the_shipped_study_file_into_the_folder_it_analyses():
@@ -65,6 +61,12 @@ def test_study_analysis_flags_parse():
         assert set(args.ignore_keys) == {"eval.targets", "noise.curvature_every_rollouts"}
         # read to the horizons the study fixed after its pilot (train.stop_at_targets is no condition key)
         assert args.horizon == "runs/reference/horizons.json"
+    # a replicate's folder gets its own results folder, so no report overwrites another's
+    for study, results in (("runs/reference-r1", "results/study-r1"), ("runs/other", "results/study-other")):
+        commands = target_commands("study", f"STUDY={study}")
+        analyze = [c for c in commands if c[0] == "rlvr-analyze"][0]
+        assert analyze[1] == study and analyze[analyze.index("--out") + 1] == results
+        assert commands[-1] == ["echo", f"report: {results}/report.md"]
     copied = [c[1] for c in target_commands("figures") if c[0] == "cp"]
     copied += [c[-1] for c in target_commands("figures") if "scripts/alpha_eta_figure.py" in c]
     assert any(p.endswith("alpha_vs_eta_ref.png") for p in copied)
