@@ -71,6 +71,8 @@ def quantities(folder: Path, notes: list[str]) -> dict[str, tuple[float, float, 
         if np.isfinite(r.get("exponent_common", math.nan)):
             c = str(r["condition"])
             out[f"common α {c}"] = (r["exponent_common"], r["ci_low"], r["ci_high"], seeds.get(c, 0))
+            if r.get("p_common", math.nan) < 0.05:  # the study then asks for each target's α instead
+                notes.append(f"{folder}: common α {c}: the common-α test rejects (p = {r['p_common']:.3f})")
     exps = _read(folder, "exponents.csv", notes)
     if not exps.empty and "clock" in exps.columns:
         for r in exps[exps["clock"] == "failure"].to_dict("records"):

@@ -63,6 +63,11 @@ def test_two_replicates_are_compared_quantity_by_quantity(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert "Differences resolved after Holm: 1 of 3." in out and "**different verdicts**" in out
     assert pd.read_csv(tmp_path / "t.csv").shape == (3, len(table.columns))
+    # where a replicate's common-α test rejects, the study asked for each target's α: said in a note
+    common = pd.read_csv(b / "common_exponent.csv").assign(p_common=[0.4, 0.028])
+    common.to_csv(b / "common_exponent.csv", index=False)
+    _, notes = compare(a, b)
+    assert notes == [f"{b}: common α {COND[1]}: the common-α test rejects (p = 0.028)"]
 
 
 def test_a_missing_file_or_quantity_is_reported_not_fatal(tmp_path: Path, capsys):
