@@ -13,7 +13,8 @@ default), one job array with ``slurm=<preset>``. Each run gets the directory a c
 (:class:`rlvr_study.rounds.StopReason`) when every width is at most the goal, the budget (responses,
 hours) is spent, or ``max_rounds`` rounds have run, prints every condition's status with its reason
 (met, open, moved to gain targets, not identifiable within its horizon: :mod:`rlvr_study.triage`, which
-also decides which intervals the rounds chase), and writes the report with ``rlvr-analyze`` into
+also decides which intervals the rounds chase; not attainable within the budget: :mod:`rlvr_study.afford`),
+and writes the report with ``rlvr-analyze`` into
 ``<folder>/analysis``.
 
 State: ``<folder>/study_state.json`` records each round's command and job list before it launches, and
