@@ -6,8 +6,8 @@ left can pay for stays open at the end, and every run it got in the meantime is 
 conditions did not get. With ``budget_triage: true``, before each round, each condition still chased is
 priced:
 
-- the seeds it will hold: under the two-stage rule, once fixed, its plan (:mod:`rlvr_study.two_stage`);
-  before that, the seeds at which its widest open interval is predicted to meet its goal at the median
+- the seeds it will hold: under the two-stage rule, once fixed, its plan (:mod:`rlvr_study.two_stage`;
+  also where its width is met short of the plan, which claims nothing); before that, the seeds at which its widest open interval is predicted to meet its goal at the median
   (``r``: width over goal at ``n0`` seeds): ``ceil(n0 r^2)`` below :data:`MIN_SEEDS` (the within-size
   bootstrap, whose width shrinks as one over the root of the runs per size), the seed-cluster t
   interval's narrowing (:func:`rlvr_study.two_stage.planned_ratio` at assurance 0.5) from there on;
@@ -83,21 +83,24 @@ def beyond_budget(
     statuses = dict(chased.statuses)
     dropped = []
     for cond, status in chased.statuses.items():
-        rows = chased.widths[chased.widths["condition"] == cond]
-        open_ = rows[rows["width"] > rows["goal"]]
-        if status.status in (MET, NOT_IDENTIFIABLE, BEYOND_BUDGET) or open_.empty:
+        if status.status in (NOT_IDENTIFIABLE, BEYOND_BUDGET):
             continue
-        n0 = condition_seeds(study, have, cond)
-        ratio = float((open_["width"] / open_["goal"]).max())
-        seeds = plan.get(cond) or seeds_to_goal(ratio, n0, study.pilot_seeds)
+        if cond in plan:  # a width met short of the plan is not claimed: the plan is what it wants
+            seeds, what = plan[cond], "its plan"
+        else:
+            rows = chased.widths[chased.widths["condition"] == cond]
+            open_ = rows[rows["width"] > rows["goal"]]
+            if status.status == MET or open_.empty:
+                continue
+            n0 = condition_seeds(study, have, cond)
+            ratio = float((open_["width"] / open_["goal"]).max())
+            seeds = seeds_to_goal(ratio, n0, study.pilot_seeds)
+            what = f"its widest interval ({ratio:.2f} times its goal at {n0} seeds)"
         if seeds is None:
             continue
         seconds, responses = _price(study, costs, have, cond, seeds, budget.parallel)
         if seconds <= seconds_left and responses <= budget.responses:
             continue
-        what = (
-            "its plan" if cond in plan else f"its widest interval ({ratio:.2f} times its goal at {n0} seeds)"
-        )
         left = [f"{seconds_left / 3600:.2f} h"] if math.isfinite(seconds_left) else []
         left += [f"{budget.responses:,.0f} responses"] if math.isfinite(budget.responses) else []
         why = (

@@ -123,6 +123,15 @@ def test_the_responses_left_and_the_plan_are_priced_too(pilot):
         in beyond_budget(study, m, chased, RoundBudget(3000, 1e9), cheap, plan).statuses[0].reason
     )
     assert planned_seeds({"plan": {"seeds": {"0": 3, "1": 7}}}) == {0: 3, 1: 7} and planned_seeds({}) is None
+    # a width met short of its plan claims nothing under the two-stage rule: the plan is still priced
+    met = dataclasses.replace(
+        chased,
+        widths=chased.widths.assign(width=0.01),
+        statuses={c: dataclasses.replace(s, status=MET) for c, s in chased.statuses.items()},
+    )
+    assert beyond_budget(study, m, met, RoundBudget(3000, 1e9), cheap) is met  # no plan: met is the end
+    short = beyond_budget(study, m, met, RoundBudget(3000, 1e9), cheap, {0: 3, 1: 2})
+    assert short.statuses[0].status == BEYOND_BUDGET and short.statuses[1].status == MET
 
 
 def test_off_met_or_unbounded_conditions_are_left_alone(pilot):
