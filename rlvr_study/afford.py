@@ -7,8 +7,9 @@ conditions did not get. With ``budget_triage: true``, before each round, each co
 priced:
 
 - the seeds it will hold: under the two-stage rule, once fixed, its plan (:mod:`rlvr_study.two_stage`;
-  also where its width is met short of the plan, which claims nothing); before that, the seeds at which its widest open interval is predicted to meet its goal at the median
-  (``r``: width over goal at ``n0`` seeds): ``ceil(n0 r^2)`` below :data:`MIN_SEEDS` (the within-size
+  also where its width is met short of the plan, which claims nothing there); before that, the seeds
+  at which its widest open interval is predicted to meet its goal at the median (``r``: width over
+  goal at ``n0`` seeds): ``ceil(n0 r^2)`` below :data:`MIN_SEEDS` (the within-size
   bootstrap, whose width shrinks as one over the root of the runs per size), the seed-cluster t
   interval's narrowing (:func:`rlvr_study.two_stage.planned_ratio` at assurance 0.5) from there on;
   never fewer than the pilot's seeds;
@@ -19,9 +20,10 @@ Where that alone is more than all the hours left (not only the share a round may
 responses left, the condition is **not attainable within the budget**: it gets no more runs, the
 reason says what it wants and what is left, and its interval is reported where it stands. An
 unbounded interval is not priced (its seeds cannot be predicted; the pilot is there to bound it).
-This is our rule, not a paper's: it drops only what the budget could not buy even if every other
-condition got nothing, at the median prediction (the plan's assurance asks for more), so it never
-drops a goal the budget could have met on the measured costs.
+This is our rule, not a paper's: it drops only what the budget could not buy at the predicted seeds
+even if every other condition got nothing. A luckier scatter can meet a width with fewer seeds than
+the median prediction, so a dropped goal is one the budget was not expected to buy, not one it could
+never have met; under a plan, the plan's seeds are what a claim needs, so those are priced.
 """
 
 from __future__ import annotations
