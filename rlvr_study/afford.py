@@ -1,4 +1,4 @@
-"""Goals the budget cannot buy, not chased (``budget_triage: true``; docs/study.md, "Goals beyond the budget").
+"""Goals the budget cannot buy, not chased (``budget_triage``; docs/study.md, "Goals beyond the budget").
 
 :mod:`rlvr_study.triage` stops chasing an interval that the horizon keeps open however many seeds it
 gets. The budget can do the same: a condition whose goal needs more seeds than the hours (or responses)
