@@ -8,7 +8,6 @@ import math
 
 import pytest
 
-from analysis.synthetic import SyntheticSpec, write_sweep
 from rlvr_study.afford import beyond_budget, finished, planned_seeds, seeds_to_goal
 from rlvr_study.measure import measure
 from rlvr_study.plan import pilot_conditions
@@ -16,32 +15,13 @@ from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget, plan_round
 from rlvr_study.study_file import StudyError, parse_study
 from rlvr_study.triage import BEYOND_BUDGET, MET, triage
 from rlvr_study.two_stage import planned_ratio
-
-G = 8
-SIZES_B = (32, 64, 128, 256)
+from tests.study.conftest import SIZES_B, G
 
 
 @pytest.fixture(scope="module")
-def pilot(tmp_path_factory):
+def pilot(two_rate_pilot):
     """Two conditions, 2 seeds at 4 sizes each, every interval wider than the goal."""
-    folder = tmp_path_factory.mktemp("afford") / "runs" / "s"
-    specs = [
-        SyntheticSpec(
-            sizes=SIZES_B,
-            seeds=2,
-            alpha=a,
-            sigma=0.25,
-            gamma=None,
-            targets=(0.3,),
-            budget=30000,
-            group_size=G,
-            overrides=(("lr.ref_lr", lr),),
-            seed=k,
-            b_noise=None,
-        )  # fmt: skip
-        for k, (a, lr) in enumerate([(0.3, 1e-6), (0.2, 3e-6)])
-    ]
-    write_sweep(folder, specs)
+    folder = two_rate_pilot
     study = parse_study(
         {
             "name": "s",

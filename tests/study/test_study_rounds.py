@@ -23,6 +23,7 @@ from rlvr_study.rounds import (
     stop_before_round,
 )
 from rlvr_study.study_file import StudyError, parse_study
+from tests.study.conftest import BUDGET, SIZES_B, G
 
 GOOD = {"name": "s", "sizes": [4, 8, 16, 32], "budget": {"responses": 1e6}}
 
@@ -121,32 +122,10 @@ def test_first_seed_moves_the_pilots_seeds():
             parse_study({**GOOD, "first_seed": bad})
 
 
-G = 8
-SIZES_B = (32, 64, 128, 256)
-BUDGET = 30000
-
-
 @pytest.fixture(scope="module")
-def pilot(tmp_path_factory):
+def pilot(two_rate_pilot):
     """Two conditions, 2 seeds at 4 sizes each (alpha 0.3 and 0.2), as a pilot round leaves them."""
-    folder = tmp_path_factory.mktemp("study") / "runs" / "s"
-    specs = [
-        SyntheticSpec(
-            sizes=SIZES_B,
-            seeds=2,
-            alpha=a,
-            sigma=0.25,
-            gamma=None,
-            targets=(0.3,),
-            budget=BUDGET,
-            group_size=G,
-            overrides=(("lr.ref_lr", lr),),
-            seed=k,
-            b_noise=None,
-        )
-        for k, (a, lr) in enumerate([(0.3, 1e-6), (0.2, 3e-6)])
-    ]
-    write_sweep(folder, specs)
+    folder = two_rate_pilot
     study = parse_study(
         {
             "name": "s",
