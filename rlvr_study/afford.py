@@ -34,7 +34,7 @@ import math
 from analysis.fits.seed_blocks import MIN_SEEDS
 from rlvr_study.launches import runs_held
 from rlvr_study.measure import Measurement
-from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget
+from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget, seed_cost
 from rlvr_study.study_file import Study
 from rlvr_study.triage import BEYOND_BUDGET, MET, NOT_IDENTIFIABLE, ConditionStatus, Triage
 from rlvr_study.two_stage import condition_seeds, planned_ratio
@@ -43,7 +43,7 @@ from rlvr_study.two_stage import condition_seeds, planned_ratio
 MAX_FACTOR = 100
 
 
-def seeds_to_goal(ratio: float, n0: int, pilot_seeds: int) -> int | None:
+def seeds_wanted(ratio: float, n0: int, pilot_seeds: int) -> int | None:
     """The seeds at which an interval ``ratio`` times its goal at ``n0`` seeds meets it at the median
     (module docstring); None where ``ratio`` is not finite."""
     if not math.isfinite(ratio) or n0 < 1:
@@ -57,12 +57,6 @@ def seeds_to_goal(ratio: float, n0: int, pilot_seeds: int) -> int | None:
     while n < MAX_FACTOR * n0 and planned_ratio(ratio, n0, n, 0.5) > 1:
         n += 1
     return max(n, floor)
-
-
-def _price(study: Study, costs: CostModel, have: dict, cond: int, seeds: int, parallel: float):
-    missing = {p: max(seeds - have.get((cond, p), 0), 0) for p in study.sizes}
-    seconds = sum(n * costs.seconds[(cond, p)] for p, n in missing.items()) / max(parallel, 1e-9)
-    return seconds, sum(n * costs.responses[(cond, p)] for p, n in missing.items())
 
 
 def beyond_budget(
@@ -96,11 +90,12 @@ def beyond_budget(
                 continue
             n0 = condition_seeds(study, have, cond)
             ratio = float((open_["width"] / open_["goal"]).max())
-            seeds = seeds_to_goal(ratio, n0, study.pilot_seeds)
+            seeds = seeds_wanted(ratio, n0, study.pilot_seeds)
             what = f"its widest interval ({ratio:.2f} times its goal at {n0} seeds)"
         if seeds is None:
             continue
-        seconds, responses = _price(study, costs, have, cond, seeds, budget.parallel)
+        price = seed_cost(study, costs, have, cond, seeds, budget.parallel)
+        seconds, responses = price.seconds, price.responses
         if seconds <= seconds_left and responses <= budget.responses:
             continue
         left = [f"{seconds_left / 3600:.2f} h"] if math.isfinite(seconds_left) else []

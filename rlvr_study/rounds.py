@@ -519,6 +519,18 @@ def _out_of_budget(out: Allocation, by_responses: bool) -> None:
     out.notes.append(f"budget: the rest of the planned runs do not fit in the {left}")
 
 
+def seed_cost(
+    study: Study, costs: CostModel, have: dict[tuple[int, int], int], cond: int, level: int, parallel: float
+) -> SeedCost:
+    """What raising ``cond`` to ``level`` whole seeds costs: its missing runs, their responses and wall
+    seconds over the ``parallel`` runs at once; priced in seconds where every wall time is known."""
+    missing = {p: max(level - have.get((cond, p), 0), 0) for p in study.sizes}
+    responses = sum(n * costs.responses[(cond, p)] for p, n in missing.items())
+    wall = sum(n * costs.seconds[(cond, p)] for p, n in missing.items()) / parallel
+    timed = all(v > 0 for v in costs.seconds.values())
+    return SeedCost(sum(missing.values()), responses, wall, wall if timed else responses)
+
+
 def _allocate_seeds(
     study: Study,
     costs: CostModel,
@@ -534,13 +546,7 @@ def _allocate_seeds(
     conds = [c for c in range(len(study.conditions)) if c not in done]
     seeds = {c: min(have.get((c, p), 0) for p in study.sizes) for c in conds}
     want = {c: max([n for (k, _), n in wanted.runs.items() if k == c], default=0) for c in conds}
-    timed = all(v > 0 for v in costs.seconds.values())
-
-    def cost(c: int, level: int) -> SeedCost:
-        missing = {p: max(level - have.get((c, p), 0), 0) for p in study.sizes}
-        responses = sum(n * costs.responses[(c, p)] for p, n in missing.items())
-        wall = sum(n * costs.seconds[(c, p)] for p, n in missing.items()) / budget.parallel
-        return SeedCost(sum(missing.values()), responses, wall, wall if timed else responses)
+    cost = lambda c, level: seed_cost(study, costs, have, c, level, budget.parallel)  # noqa: E731
 
     rows = widths[widths["width"] > widths["goal"]] if widths is not None and len(widths) else pd.DataFrame()
     intervals = [OpenInterval(int(r.condition), float(r.width), float(r.goal)) for r in rows.itertuples()]

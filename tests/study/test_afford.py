@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rlvr_study.afford import beyond_budget, finished, planned_seeds, seeds_to_goal
+from rlvr_study.afford import beyond_budget, finished, planned_seeds, seeds_wanted
 from rlvr_study.measure import measure
 from rlvr_study.plan import pilot_conditions
 from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget, plan_round
@@ -47,14 +47,14 @@ def _costs(study, seconds: dict[int, float], responses: float = 1000.0) -> CostM
     )
 
 
-def test_seeds_to_goal_is_the_median_prediction():
-    assert seeds_to_goal(math.inf, 2, 5) is None and seeds_to_goal(1.5, 0, 5) is None
-    assert seeds_to_goal(0.8, 2, 5) == 5 and seeds_to_goal(0.8, 7, 5) == 7  # met: the pilot's seeds
-    assert seeds_to_goal(0.377 / 0.12, 2, 5) == 20  # n0 r^2 below the seed-cluster interval
+def test_seeds_wanted_is_the_median_prediction():
+    assert seeds_wanted(math.inf, 2, 5) is None and seeds_wanted(1.5, 0, 5) is None
+    assert seeds_wanted(0.8, 2, 5) == 5 and seeds_wanted(0.8, 7, 5) == 7  # met: the pilot's seeds
+    assert seeds_wanted(0.377 / 0.12, 2, 5) == 20  # n0 r^2 below the seed-cluster interval
     for r in (1.1, 1.5, 2.0, 2.65):  # from 5 seeds on: the t interval's narrowing at the median scatter
-        n = seeds_to_goal(r, 5, 5)
+        n = seeds_wanted(r, 5, 5)
         assert planned_ratio(r, 5, n, 0.5) <= 1 < planned_ratio(r, 5, n - 1, 0.5)
-    assert seeds_to_goal(40.0, 5, 5) == 500  # carried at most MAX_FACTOR times the seeds held
+    assert seeds_wanted(40.0, 5, 5) == 500  # carried at most MAX_FACTOR times the seeds held
 
 
 def test_a_goal_the_hours_left_cannot_buy_is_not_chased(pilot, capsys):
@@ -62,7 +62,7 @@ def test_a_goal_the_hours_left_cannot_buy_is_not_chased(pilot, capsys):
     chased = triage(study, m)
     ratio = chased.widths.set_index("condition")["width"] / chased.widths.set_index("condition")["goal"]
     assert (ratio > 1).all() and ratio.map(math.isfinite).all()
-    want = {c: seeds_to_goal(float(ratio[c]), 2, 2) for c in (0, 1)}
+    want = {c: seeds_wanted(float(ratio[c]), 2, 2) for c in (0, 1)}
     costs = _costs(study, {0: 1.0, 1: 50.0})
     # each missing seed is a run at each of the 4 sizes, two at once
     price = {c: (want[c] - 2) * len(study.sizes) * costs.seconds[(c, study.sizes[0])] / 2 for c in (0, 1)}
