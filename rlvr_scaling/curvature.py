@@ -81,7 +81,7 @@ from .hessian import (
     power_iteration,
     preconditioned_power_iteration,
 )
-from .instrument_budget import PRIOR_CYCLES, READ_BY_LR_EVERY, InstrumentBudget
+from .instrument_budget import PRIOR_CYCLES, READ_BY_LR_EVERY, InstrumentBudget, prior_cycles
 from .noise_cells import CELLS, CellDesign, cell_estimates, design_cells, dot, gram, noise_row
 
 #: the instruments' parts, one module each; their names stay importable from here
@@ -125,7 +125,8 @@ class ThetaOldInstruments:
                 self.curvature_every = READ_BY_LR_EVERY["curvature"]
         budgeted = [x is None for x in (self.every, self.curvature_every)]
         share = noise.budget / max(sum(budgeted), 1)
-        self.budget = {name: InstrumentBudget(share, prior) for name, prior in PRIOR_CYCLES.items()}
+        priors = prior_cycles(bool(getattr(noise, "adam_noise", False)))
+        self.budget = {name: InstrumentBudget(share, prior) for name, prior in priors.items()}
         self.wall = 0.0  # the run's wall time at the current rollout (set by the trainer)
         self.cycle = 0.0  # the last rollout's seconds (set by the trainer; 0 before the first)
         self._due: tuple[int, bool, bool] | None = None  # (rollout, noise due, curvature due)
@@ -177,6 +178,11 @@ class ThetaOldInstruments:
 
     def curvature_due(self, rollout: int) -> bool:
         return self._decide(rollout)[1]
+
+    def _charged(self, rollout: int) -> InstrumentBudget:
+        """The budget a rollout's measurement is charged to, all of it: the curvature's where curvature
+        is due (the noise and Adam's noise scale run with it), else the noise's (:class:`InstrumentBudget`)."""
+        return self.budget["curvature" if self._decide(rollout)[1] else "noise"]
 
     def state_dict(self) -> dict:
         return {name: b.state_dict() for name, b in self.budget.items()}
@@ -272,7 +278,7 @@ class ThetaOldInstruments:
                 for k, v in noise_row(cell_estimates(gram(cells, cells), design), self.minibatch).items()
             }
             perf["noise_theta_old_s"] = time.perf_counter() - t
-            self.budget["noise"].charge(perf["noise_theta_old_s"], rollout)
+            self._charged(rollout).charge(perf["noise_theta_old_s"], rollout)
             if curvature_due:
                 t = time.perf_counter()
                 # the Hessian of the sum of the cells' objectives is that of one objective over their
@@ -309,11 +315,9 @@ class ThetaOldInstruments:
             parts, objectives, cells = self._cells(gen, advantages, design)
             params = objectives[0].params
             P = adam_preconditioner(optimizer, params)
-            t_sharp = time.perf_counter()
             sharp = (
                 self._adam_sharpness(gen, parts, P, cells, optimizer) if self.curvature_due(rollout) else {}
             )
-            sharp_s = time.perf_counter() - t_sharp
         out = {}
         plain = cell_estimates(gram(cells, cells), design)
         out.update({f"noise/all_{k}": v for k, v in noise_row(plain, self.minibatch).items()})
@@ -326,12 +330,8 @@ class ThetaOldInstruments:
             pre = noise_row(cell_estimates(gram(cells, weighted), design), self.minibatch)
             out.update({f"noise/adam_{k}": pre[k] for k in keys})
         perf["noise_adam_s"] = time.perf_counter() - t
-        # within the instruments' budget: the noise scale is charged to the noise at theta_old (or to
-        # the curvature, on a rollout where only it runs), the preconditioned sharpness to the curvature
-        noise_due, _ = self._decide(rollout)
-        self.budget["noise" if noise_due else "curvature"].charge(perf["noise_adam_s"] - sharp_s, rollout)
-        if sharp:
-            self.budget["curvature"].charge(sharp_s, rollout)
+        # within the instruments' budget, with the rest of this rollout's measurement
+        self._charged(rollout).charge(perf["noise_adam_s"], rollout)
         return out
 
     def _adam_sharpness(self, gen, parts, P, cells, optimizer) -> dict[str, float]:

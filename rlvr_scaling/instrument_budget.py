@@ -15,7 +15,12 @@ class InstrumentBudget:
     measurement makes none. Measured online from the phase timers: which rollouts measure depends on
     wall time (like ``perf/``), nothing else does; the training trajectory does not depend on the
     instruments (an LR rule that reads them gets a fixed cadence, see :class:`ThetaOldInstruments`).
-    The totals are part of the checkpoint."""
+    The totals are part of the checkpoint.
+
+    What one measurement costs is everything that runs on its rollout: on a rollout where curvature is
+    due the noise at theta_old, Adam's noise scale and the preconditioned sharpness run with it, and the
+    whole is charged to the curvature (:class:`rlvr_scaling.curvature.ThetaOldInstruments`), so that
+    its next expected cost is the whole rollout's, not a part of it."""
 
     def __init__(self, share: float, prior_cycles: float):
         self.share, self.prior_cycles = share, prior_cycles
@@ -47,6 +52,20 @@ class InstrumentBudget:
 # the expected cost of a first measurement, in rollouts (docs/theory.md, "Cost and checks": noise at
 # theta_old 0.21-0.33 of a cycle, a curvature measurement 1.8-2.7 cycles), rounded up
 PRIOR_CYCLES = {"noise": 0.35, "curvature": 3.0}
+# the same with Adam's noise scale (noise.adam_noise), which runs over all of the rollout's prompts with
+# the noise, and the preconditioned sharpness, which runs with the curvature: measured on the reference
+# study's runs (docs/theory.md, "Cost and checks"), a noise rollout 1.1-1.5 cycles (median by size,
+# B = 32..512; at most 2.75), a curvature rollout 7.8-11.4 (at most 15.6); the medians, rounded up.
+# (With the priors above these rollouts cost 3-4 times what was expected, and a short run's first
+# measurements alone took it past its share: 4-8 % of the wall time at a 3 % budget.)
+PRIOR_CYCLES_ADAM = {"noise": 1.6, "curvature": 12.0}
+
+
+def prior_cycles(adam_noise: bool) -> dict[str, float]:
+    """The expected cost of each instrument's first measurement, in rollouts (above)."""
+    return dict(PRIOR_CYCLES_ADAM if adam_noise else PRIOR_CYCLES)
+
+
 # the cadences an LR rule that reads the noise estimates gets when they are left null (the previous
 # fixed defaults): its learning rates must not depend on wall time
 READ_BY_LR_EVERY = {"at_theta_old": 8, "curvature": 128}

@@ -9,8 +9,8 @@ thread each, as the study's two parallel jobs get) and the default evaluation sc
 From the run's own clocks: responses/s = responses / ``wall_seconds`` (the run's active time:
 generation, training, instruments, every evaluation and checkpoint; process start-up excluded), the
 evaluation's share of that time (``perf/eval_s`` and ``perf/eval_screen_s`` summed), the
-instruments' (``perf/noise_theta_old_s``, ``perf/curvature_s``, ``perf/drift_s``), and the ratio of
-the smallest B's throughput to the largest's.
+instruments' (``perf/noise_theta_old_s``, ``perf/noise_adam_s``, ``perf/curvature_s``), the drift
+pass's (``perf/drift_s``), and the ratio of the smallest B's throughput to the largest's.
 
 ``--code DIR`` (repeatable): run the trainer of another checkout (``PYTHONPATH=DIR``, e.g. the main
 branch) beside this one; runs alternate code versions for each B (A, B, A, B ...), so that load on a
@@ -30,7 +30,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]
-INSTRUMENTS = ("perf/noise_theta_old_s", "perf/curvature_s")  # noise.budget's instruments
+# noise.budget's instruments (Adam's noise scale with the preconditioned sharpness among them: until this
+# release it was left out here, and the share printed was that of the other two)
+INSTRUMENTS = ("perf/noise_theta_old_s", "perf/noise_adam_s", "perf/curvature_s")
 
 
 def run_one(code: Path, b: int, args, out: Path) -> dict:
@@ -91,7 +93,7 @@ def main() -> None:
                 print(
                     f"  {code.name:<10} B={b:<4} {r['responses_per_s']:7.1f} responses/s  wall {r['wall_s']:6.1f} s "
                     f"(process {r['process_s']:5.1f} s)  eval {r['eval_share']:5.1%} ({r['full_evals']} full)  "
-                    f"noise+curvature {r['instrument_share']:5.1%}  drift {r['drift_share']:5.1%}  load {r['load']:.1f}",
+                    f"instruments {r['instrument_share']:5.1%}  drift {r['drift_share']:5.1%}  load {r['load']:.1f}",
                     flush=True,
                 )
     med = statistics.median
@@ -100,7 +102,7 @@ def main() -> None:
             f"\n{code} ({args.responses} responses per run, {args.threads} thread(s), {args.reps} run(s) per B, median)"
         )
         print(
-            "| B | responses/s | wall s | evaluation | noise + curvature | drift pass | full evaluations | load |"
+            "| B | responses/s | wall s | evaluation | instruments | drift pass | full evaluations | load |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for b in sizes:

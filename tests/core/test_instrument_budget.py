@@ -70,6 +70,52 @@ def test_adam_noise_is_charged_to_the_budget(cache_dir, tmp_path):
     assert state["instruments"]["noise"]["spent"] > 0
 
 
+def test_a_rollouts_whole_measurement_is_charged_to_the_instrument_that_decided_it(cache_dir, tmp_path):
+    """Adam's noise scale on: a rollout where curvature runs charges the curvature its curvature, its noise
+    at theta_old and its Adam noise scale with the sharpness, all of it; a rollout where only the noise
+    runs charges the noise. (Charged in parts to each, a curvature rollout's next expected cost was a part
+    of it, and the noise's next expected cost a part of a noise measurement.) The curvature on a fixed
+    cadence, so that both kinds of rollout happen whatever the machine's speed; the noise budgeted."""
+    cfg = tiny_config(cache_dir, **{"train.max_responses": 256})
+    cfg.noise.at_theta_old_every_rollouts = None
+    cfg.noise.curvature_every_rollouts = 4
+    cfg.noise.adam_noise = True
+    cfg.noise.budget = 0.9  # generous: the noise measures on most of the 16 tiny rollouts
+    train(cfg, tmp_path / "run", log=lambda *_: None)
+    rows = [r for r in _rows(tmp_path / "run") if "train/reward_mean" in r]
+    parts = ("perf/noise_theta_old_s", "perf/noise_adam_s", "perf/curvature_s")
+
+    def seconds(rs):
+        return sum(r.get(k, 0.0) for r in rs for k in parts)
+
+    curvature = [r for r in rows if "perf/curvature_s" in r]
+    noise = [r for r in rows if "perf/curvature_s" not in r and "perf/noise_theta_old_s" in r]
+    assert curvature and noise  # both kinds of rollout happened
+    assert all("perf/noise_adam_s" in r and "curv/adam_top_eig" in r for r in curvature)
+    state = json.loads(max((tmp_path / "run" / "checkpoints").glob("rollout-*/trainer.json")).read_text())
+    spent = state["instruments"]
+    assert spent["curvature"]["spent"] == pytest.approx(seconds(curvature), abs=1e-4 * 3 * len(curvature))
+    assert spent["noise"]["spent"] == pytest.approx(seconds(noise), abs=1e-4 * 2 * len(noise))
+    # the next expected costs are whole measurements: the last curvature rollout's, the last noise one's
+    assert spent["curvature"]["last"] == pytest.approx(seconds(curvature[-1:]), abs=3e-4)
+    assert spent["noise"]["last"] == pytest.approx(seconds(noise[-1:]), abs=2e-4)
+
+
+def test_the_first_measurements_expected_cost_counts_adams_noise_scale():
+    """With Adam's noise scale a noise rollout and a curvature rollout cost several times what they cost
+    without it (instrument_budget.PRIOR_CYCLES_ADAM): the first measurement's prior says so."""
+    from rlvr_scaling.instrument_budget import PRIOR_CYCLES, prior_cycles
+
+    plain, adam = prior_cycles(False), prior_cycles(True)
+    assert plain == PRIOR_CYCLES
+    assert adam["noise"] >= 3 * plain["noise"] and adam["curvature"] >= 3 * plain["curvature"]
+    # a 3 % share split between the two: a run of 100 one-second rollouts affords the noise (1.6 s at
+    # 1.5 % of 100 s) but not the curvature (12 s), which waits for 800 s of wall time
+    b = InstrumentBudget(0.015, adam["curvature"])
+    assert not b.due(100.0, 1.0) and not b.due(799.0, 1.0) and b.due(800.0, 1.0)
+    assert InstrumentBudget(0.015, adam["noise"]).due(107.0, 1.0)
+
+
 @pytest.mark.parametrize("budget", [0.0, 1.0, -0.1])
 def test_a_wrong_budget_is_named(budget):
     with pytest.raises(ConfigError, match="noise.budget"):
