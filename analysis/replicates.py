@@ -3,8 +3,8 @@
 Each argument is an ``rlvr-analyze --out`` folder of the same study run on disjoint seeds (``make study``
 and ``make study ARGS="--replicate 1" STUDY=runs/reference-r1``). For every condition both fitted, the
 table puts side by side the common α (``common_exponent.csv``) and, for failure-clock conditions, γ
-(``exponents.csv``), and for the common α's trend along a numeric key (``trend.csv``) the slope and
-whether each replicate's interval holds the reference slope.
+(``exponents.csv``), and for each trend along a numeric key (``trend.csv``: the common α's and each
+target's) the slope and whether each replicate's interval holds the reference slope.
 
 Two ways to say "they agree", and why both are printed (docs/study.md, "Do two replicates agree?"):
 
@@ -20,14 +20,18 @@ Two ways to say "they agree", and why both are printed (docs/study.md, "Do two r
   This is our reading of a replication check: it holds its 5 % false-alarm rate over the family
   where the intervals hold their 95 %. An unbounded interval gives no se and no test.
 
-The trend's verdict agrees where both replicates place the reference slope on the same side (inside
-both intervals, or outside both). Unreadable or missing files are reported, never fatal.
+A trend's verdict agrees where both replicates place the reference slope on the same side (inside
+both intervals, or outside both); where a replicate has no interval for it (the common α's trend with
+fewer than three rates left, a rate left out where its common-α test rejects), that trend is *not
+tested* there, and the per-target trends, which every rate enters, carry the comparison. Unreadable or
+missing files are reported, never fatal.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import sys
 from pathlib import Path
 
@@ -72,7 +76,7 @@ def quantities(folder: Path, notes: list[str]) -> dict[str, tuple[float, float, 
             c = str(r["condition"])
             out[f"common α {c}"] = (r["exponent_common"], r["ci_low"], r["ci_high"], seeds.get(c, 0))
             if r.get("p_common", math.nan) < 0.05:  # the study then asks for each target's α instead
-                notes.append(f"{folder}: common α {c}: the common-α test rejects (p = {r['p_common']:.3f})")
+                notes.append(f"{folder}: common α {c}: the common-α test rejects (p = {r['p_common']:.2g})")
     exps = _read(folder, "exponents.csv", notes)
     if not exps.empty and "clock" in exps.columns:
         for r in exps[exps["clock"] == "failure"].to_dict("records"):
@@ -128,27 +132,63 @@ def compare(a: Path, b: Path, level: float = 0.05) -> tuple[pd.DataFrame, list[s
     return table, notes
 
 
+def _tested(r: dict, side: str) -> bool | None:
+    """Whether the reference lies inside a replicate's trend interval; None where it has no interval."""
+    low, high, inside = (
+        r.get(f"slope_low_{side}"),
+        r.get(f"slope_high_{side}"),
+        r.get(f"reference_inside_{side}"),
+    )
+    if not all(isinstance(x, numbers.Real) and np.isfinite(x) for x in (low, high)) or inside is None:
+        return None
+    if isinstance(inside, float) and not np.isfinite(inside):
+        return None
+    return bool(inside) if not isinstance(inside, str) else inside.strip().lower() == "true"
+
+
 def trend_verdicts(a: Path, b: Path, notes: list[str]) -> pd.DataFrame:
-    """The common α's slope per series in each replicate and whether the reference is inside each."""
+    """Each trend both replicates report (the common α's and each target's, per key and series): the
+    slopes and whether the reference is inside each interval (None: no interval, not tested);
+    ``same_verdict`` None where either is not tested."""
     out = []
     ta, tb = _read(a, "trend.csv", notes), _read(b, "trend.csv", notes)
     if ta.empty or tb.empty or "clock" not in ta.columns or "clock" not in tb.columns:
         return pd.DataFrame()
-    keys = ["key", "series"]
-    both = ta[ta["clock"] == "common"].merge(tb[tb["clock"] == "common"], on=keys, suffixes=("_a", "_b"))
+    both = ta.merge(tb, on=["key", "series", "clock"], suffixes=("_a", "_b"))
+    both = both[both["clock"].astype(str).str.match(r"^(common|target:)")]
+    # the common α's trend first, then the targets in order
+    both = both.assign(_order=(both["clock"] != "common")).sort_values(["key", "series", "_order", "clock"])
     for r in both.to_dict("records"):
-        inside = [r.get("reference_inside_a"), r.get("reference_inside_b")]
+        inside = [_tested(r, "a"), _tested(r, "b")]
+        same = None if None in inside else inside[0] == inside[1]
         out.append(
-            {"key": r["key"], "series": r["series"], "reference": r.get("reference_a"),
+            {"key": r["key"], "series": r["series"], "clock": r["clock"], "reference": r.get("reference_a"),
              "slope_a": r["slope_a"], "low_a": r["slope_low_a"], "high_a": r["slope_high_a"],
              "slope_b": r["slope_b"], "low_b": r["slope_low_b"], "high_b": r["slope_high_b"],
-             "inside_a": inside[0], "inside_b": inside[1], "same_verdict": inside[0] == inside[1]}
+             "inside_a": inside[0], "inside_b": inside[1], "same_verdict": same}
         )  # fmt: skip
     return pd.DataFrame(out)
 
 
 def _fmt(x: float) -> str:
     return "∞" if x == math.inf else "−∞" if x == -math.inf else f"{x:.3f}"
+
+
+def _trend_line(r) -> str:
+    """One trend's verdicts (:func:`trend_verdicts`), as the report prints it."""
+
+    def one(name: str, slope: float, low: float, high: float, inside: bool | None) -> str:
+        if inside is None:
+            return f"{name} no interval"
+        return f"{name} {slope:+.3f} [{low:+.3f}, {high:+.3f}] ({'inside' if inside else 'outside'})"
+
+    what = "the common α" if r.clock == "common" else f"α at {str(r.clock).removeprefix('target:')}"
+    verdict = {True: "the same verdict.", False: "**different verdicts**.", None: "not tested in both."}
+    return (
+        f"Trend of {what} along {r.key} ({r.series}), per decade: "
+        f"{one('A', r.slope_a, r.low_a, r.high_a, r.inside_a)}, {one('B', r.slope_b, r.low_b, r.high_b, r.inside_b)}; "
+        f"the reference {r.reference:+.2f}: " + verdict[r.same_verdict]
+    )
 
 
 def report(table: pd.DataFrame, trends: pd.DataFrame, notes: list[str]) -> str:
@@ -169,13 +209,7 @@ def report(table: pd.DataFrame, trends: pd.DataFrame, notes: list[str]) -> str:
         + (" — the replicates agree." if n and not resolved else ".")
     )
     for r in trends.itertuples() if not trends.empty else []:
-        side = {True: "inside", False: "outside"}
-        lines.append(
-            f"Trend of the common α along {r.key} ({r.series}): A {r.slope_a:+.3f} [{r.low_a:+.3f}, "
-            f"{r.high_a:+.3f}], B {r.slope_b:+.3f} [{r.low_b:+.3f}, {r.high_b:+.3f}] per decade; the reference "
-            f"{r.reference:+.2f} is {side.get(r.inside_a, '?')} A's and {side.get(r.inside_b, '?')} B's: "
-            + ("the same verdict." if r.same_verdict else "**different verdicts**.")
-        )
+        lines.append(_trend_line(r))
     lines += [f"note: {x}" for x in notes]
     return "\n".join(lines)
 

@@ -517,7 +517,7 @@ def run_study(
             print(f"  {note}")
         budget = round_budget(study, m.responses, _hours(state), parallel_runs(state, m))
         costs = cost_model(study, m, run_budget, study_horizons(state))
-        chased = afford.beyond_budget(study, m, chased, budget, costs, afford.planned_seeds(state))
+        chased = afford.beyond_budget(study, m, chased, budget, costs, *afford.plan_of(state))
         plan = _two_stage_plan(study, state, m, chased)
         reason = _stop(study, m, chased, _rounds_done(state), budget, plan)
         m = chased.measurement(m) if not chased.widths.empty else m

@@ -57,11 +57,26 @@ def test_two_replicates_are_compared_quantity_by_quantity(tmp_path: Path, capsys
     assert t["inside"].tolist() == [True, False, True]
     assert t["resolved"].tolist() == [False, True, False]  # 0.21 against 0.40, z about -4.8
     assert (t["p_holm"] >= t["p"]).all()
-    trends = trend_verdicts(a, b, notes)
-    assert len(trends) == 1 and not trends.loc[0, "same_verdict"]  # +0.29 outside A's, inside B's
+    trends = trend_verdicts(a, b, notes).set_index("clock")
+    assert list(trends.index) == ["common", "target:0.22"]  # the common α's trend first, then each target's
+    assert not trends.loc["common", "same_verdict"]  # +0.29 outside A's, inside B's
+    assert trends.loc["target:0.22", "same_verdict"]  # inside both
     assert main([str(a), str(b), "--out", str(tmp_path / "t.csv")]) == 0
     out = capsys.readouterr().out
     assert "Differences resolved after Holm: 1 of 3." in out and "**different verdicts**" in out
+    assert (
+        "Trend of α at 0.22 along lr.ref_lr (loss.clip=0.2), per decade: A +0.000 [-1.000, +1.000] (inside)"
+        in out
+    )
+    # a replicate without an interval for the common α's trend (fewer than three rates left): not tested
+    trend = pd.read_csv(b / "trend.csv").astype({"reference_inside": object})
+    trend.loc[trend["clock"] == "common", ["slope", "slope_low", "slope_high", "reference_inside"]] = math.nan
+    trend.to_csv(b / "trend.csv", index=False)
+    trends = trend_verdicts(a, b, []).set_index("clock")
+    assert trends.loc["common", "inside_b"] is None and trends.loc["common", "same_verdict"] is None
+    assert trends.loc["target:0.22", "same_verdict"]
+    main([str(a), str(b)])
+    assert "B no interval; the reference +0.29: not tested in both." in capsys.readouterr().out
     assert pd.read_csv(tmp_path / "t.csv").shape == (3, len(table.columns))
     # where a replicate's common-α test rejects, the study asked for each target's α: said in a note
     common = pd.read_csv(b / "common_exponent.csv").assign(p_common=[0.4, 0.028])

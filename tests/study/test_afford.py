@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rlvr_study.afford import beyond_budget, finished, planned_seeds, seeds_wanted
+from rlvr_study.afford import beyond_budget, finished, optimistic_ratio, plan_of, planned_seeds, seeds_wanted
 from rlvr_study.measure import measure
 from rlvr_study.plan import pilot_conditions
 from rlvr_study.rounds import HOURS_MARGIN, CostModel, RoundBudget, plan_round
@@ -62,7 +62,7 @@ def test_a_goal_the_hours_left_cannot_buy_is_not_chased(pilot, capsys):
     chased = triage(study, m)
     ratio = chased.widths.set_index("condition")["width"] / chased.widths.set_index("condition")["goal"]
     assert (ratio > 1).all() and ratio.map(math.isfinite).all()
-    want = {c: seeds_wanted(float(ratio[c]), 2, 2) for c in (0, 1)}
+    want = {c: seeds_wanted(optimistic_ratio(float(ratio[c]), 2), 2, 2) for c in (0, 1)}
     costs = _costs(study, {0: 1.0, 1: 50.0})
     # each missing seed is a run at each of the 4 sizes, two at once
     price = {c: (want[c] - 2) * len(study.sizes) * costs.seconds[(c, study.sizes[0])] / 2 for c in (0, 1)}
@@ -91,12 +91,12 @@ def test_the_responses_left_and_the_plan_are_priced_too(pilot):
     chased = triage(study, m)
     cheap = _costs(study, {0: 1.0, 1: 1.0}, responses=1000.0)
     # the responses: 4 sizes x 1000 per missing seed
-    out = beyond_budget(study, m, chased, RoundBudget(4000 * 2.5, 1e9, parallel=2), cheap)
+    out = beyond_budget(study, m, chased, RoundBudget(4000 * 1.5, 1e9, parallel=2), cheap)
     assert all(out.statuses[c].status == BEYOND_BUDGET for c in (0, 1)) and out.widths.empty
     assert "responses left" in out.statuses[0].reason
     # a plan fixed at 3 seeds costs one seed (4000 responses): both fit
     plan = {0: 3, 1: 3}
-    kept = beyond_budget(study, m, chased, RoundBudget(4000 * 2.5, 1e9, parallel=2), cheap, plan)
+    kept = beyond_budget(study, m, chased, RoundBudget(4000 * 1.5, 1e9, parallel=2), cheap, plan)
     assert kept is chased
     assert (
         "its plan wants"
@@ -112,6 +112,50 @@ def test_the_responses_left_and_the_plan_are_priced_too(pilot):
     assert beyond_budget(study, m, met, RoundBudget(3000, 1e9), cheap) is met  # no plan: met is the end
     short = beyond_budget(study, m, met, RoundBudget(3000, 1e9), cheap, {0: 3, 1: 2})
     assert short.statuses[0].status == BEYOND_BUDGET and short.statuses[1].status == MET
+
+
+def test_intervals_asked_for_since_the_plan_are_priced_from_their_widths(pilot):
+    """A plan fixed on the common α, and since then the common-α test rejects, so each target's α is
+    asked for: the plan's seeds were not counted for those, and where the widest of them wants more at
+    the median, those are priced (replicate 0 on an Intel Xeon: 3.16e-5's per-target widths 0.224 /
+    0.243 / 0.130 at 18 of its 20 planned seeds were priced as the plan's 2 more seeds)."""
+    study, m, _ = pilot
+    chased = triage(study, m)
+    cheap = _costs(study, {0: 1.0, 1: 1.0}, responses=1000.0)
+    budget = RoundBudget(1e12, HOURS_MARGIN * 3.0, parallel=2)  # 3 s; the plan's one more seed: 2 s
+    plan = {0: 3, 1: 3}
+    asked = set(chased.widths.loc[chased.widths["goal"].map(math.isfinite), "clock"])
+    assert asked == {"target:0.3"}
+    assert (
+        beyond_budget(study, m, chased, budget, cheap, plan, {0: frozenset(asked), 1: frozenset(asked)})
+        is chased
+    )
+    out = beyond_budget(study, m, chased, budget, cheap, plan, {0: frozenset({"common"})})
+    assert out.statuses[0].status == BEYOND_BUDGET and out.statuses[1] == chased.statuses[1]
+    ratio = float((chased.widths["width"] / chased.widths["goal"])[chased.widths["condition"] == 0].max())
+    want = seeds_wanted(optimistic_ratio(ratio, 2), 2, 2)
+    assert want > 3
+    assert f"its plan of 3 seeds was fixed on common) wants {want} seeds" in out.statuses[0].reason
+    # the plan's intervals, read back from study_state.json
+    state = {"plan": {"seeds": {"0": 3, "1": 7}, "widths": [
+        {"condition": 0, "clock": "common", "width": 0.3, "goal": 0.12},
+        {"condition": 0, "clock": "target:0.22", "width": 0.5, "goal": None},
+        {"condition": 1, "clock": "target:0.22", "width": math.inf, "goal": 0.12}]}}  # fmt: skip
+    assert plan_of(state) == ({0: 3, 1: 7}, {0: frozenset({"common"}), 1: frozenset({"target:0.22"})})
+    assert plan_of({}) == (None, None)
+
+
+def test_a_goal_is_priced_at_the_scatter_its_seeds_allow_not_at_its_estimate():
+    """The scatter behind a width from n0 seeds could be smaller by the chi-squared bound: a goal is
+    dropped only where even that wants more than the budget left. Replicate 1 of the reference study:
+    3.16e-6 at 2 seeds, 3.03 times its goal, was priced at 19 seeds (0.40 h, 0.32 h left) and dropped;
+    at the bound it wants the pilot's 5."""
+    assert optimistic_ratio(3.03, 2) == pytest.approx(3.03 / math.sqrt(3.841459), rel=1e-6)
+    assert seeds_wanted(3.03, 2, 5) == 19 and seeds_wanted(optimistic_ratio(3.03, 2), 2, 5) == 5
+    assert math.isnan(optimistic_ratio(2.0, 1))  # one seed: no scatter to bound, not priced
+    assert seeds_wanted(optimistic_ratio(2.0, 1), 1, 5) is None
+    # the bound tightens with seeds: at 20 seeds the ratio is scaled by about 0.8
+    assert 0.78 < optimistic_ratio(1.0, 20) < 0.82 < optimistic_ratio(1.0, 5) / 0.7
 
 
 def test_off_met_or_unbounded_conditions_are_left_alone(pilot):
