@@ -143,7 +143,7 @@ def _tested(r: dict, side: str) -> bool | None:
         return None
     if isinstance(inside, float) and not np.isfinite(inside):
         return None
-    return bool(inside) if not isinstance(inside, str) else inside.strip().lower() == "true"
+    return bool(inside)
 
 
 def trend_verdicts(a: Path, b: Path, notes: list[str]) -> pd.DataFrame:

@@ -109,19 +109,17 @@ def beyond_budget(
         ratio = float((open_["width"] / open_["goal"]).max()) if len(open_) else math.nan
         low = optimistic_ratio(ratio, n0)
         seeds = seeds_wanted(low, n0, study.pilot_seeds)
-        what = f"its widest interval ({ratio:.2f} times its goal at {n0} seeds, {low:.2f} at the scatter's 95 % low)"
+        since = ""
         if cond in plan:  # a width met short of the plan is not claimed: the plan is what it wants
             fixed_on = (planned_for or {}).get(cond)
             asked = set(rows.loc[rows["goal"].map(math.isfinite), "clock"])
             if fixed_on and not asked <= fixed_on and seeds is not None and seeds > plan[cond]:
-                what = (
-                    what[:-1]
-                    + f"; its plan of {plan[cond]} seeds was fixed on {', '.join(sorted(fixed_on))})"
-                )
-            else:
-                seeds, what = plan[cond], "its plan"
+                since = f"; its plan of {plan[cond]} seeds was fixed on {', '.join(sorted(fixed_on))}"
         elif status.status == MET or open_.empty:
             continue
+        what = f"its widest interval ({ratio:.2f} times its goal at {n0} seeds, {low:.2f} at the scatter's 95 % low{since})"
+        if cond in plan and not since:
+            seeds, what = plan[cond], "its plan"
         if seeds is None:
             continue
         price = seed_cost(study, costs, have, cond, seeds, budget.parallel)

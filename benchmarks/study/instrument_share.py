@@ -20,6 +20,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.study.study_instruments import condition_of  # noqa: E402
+
 INSTRUMENTS = ("perf/noise_theta_old_s", "perf/noise_adam_s", "perf/curvature_s")
 
 
@@ -38,10 +42,8 @@ def run_shares(run: Path) -> tuple[float, float, float] | None:
 
 def group_of(name: str) -> tuple[str, int]:
     """(condition, P) from a run directory's name: the overrides without seed and rollout size."""
-    parts = name.split(",")
-    size = [int(p.split("=")[1]) for p in parts if p.startswith("rollout.prompts_per_rollout=")]
-    keep = [p for p in parts if not p.startswith(("seed=", "rollout.prompts_per_rollout="))]
-    return ",".join(keep), size[0] if size else 0
+    size = [int(p.split("=")[1]) for p in name.split(",") if p.startswith("rollout.prompts_per_rollout=")]
+    return condition_of(name), size[0] if size else 0
 
 
 def main(argv: list[str] | None = None) -> int:
