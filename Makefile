@@ -76,7 +76,7 @@ lint: install
 	$(VENV)/bin/ruff format --check rlvr_scaling rlvr_scaling_base analysis rlvr_study tests benchmarks hydra_plugins
 
 # The reference study on the embedded default (studies/reference.yaml, docs/study.md): the clipped grid's
-# alpha(eta_ref) curve at four eta_ref over 1.5 decades and the unclipped grid's gamma, run by rlvr-study
+# alpha(eta_ref) curve at four eta_ref over a decade and the unclipped grid's gamma, run by rlvr-study
 # in adaptive rounds within a 30-minute budget (re-running resumes; ARGS="--replicate 1" STUDY=runs/reference-r1: the same study on independent seeds), then the analysis into $(RESULTS).
 STUDY ?= runs/reference
 # where the analysis writes: results/study for runs/reference, results/study-r1 for runs/reference-r1,
