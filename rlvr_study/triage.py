@@ -20,9 +20,10 @@ reason, :func:`rlvr_study.plan.plan_design`). :func:`triage` does not chase such
   none is left it gets no more runs. The reason names the target, the sizes and the runs that did not
   reach it.
 
-Why the common case stops: on the reference study the lowest rate (η_ref = 1e-6) reaches only its lowest
-target at every size within 16,384 responses, at about 5 serial minutes a seed against 1 at 3.16e-5;
-chasing that one target's α cost a third of a 30-minute study and met nothing (docs/study.md).
+Why the common case stops: in the reference study's earlier grid the lowest rate (η_ref = 1e-6) reached
+only its lowest target at every size within 16,384 responses, at about 5 serial minutes a seed against 1
+at 3.16e-5; chasing that one target's α cost a third of a 30-minute study and met nothing (docs/study.md;
+the grid now has 5.62e-6 there, "A grid its horizons read").
 
 The chased intervals replace the measurement's widths for the stop rule and the next round
 (:func:`rlvr_study.rounds.plan_round`), so the rounds spend elsewhere; :func:`status_lines` prints every

@@ -4,7 +4,7 @@
 A synthetic study shaped like ``make study``: four conditions timed at three targets, B = 32 … 512
 (G = 8), a pilot of 5 seeds whose first 2 have run, ``max_rounds`` rounds in all, and a responses budget
 that cannot pay for every wanted seed. Condition 0 is slow: its top target lies beyond the budget at the
-large sizes (most runs there never reach it), as at η_ref = 1e-6 in the reference study. Both strategies
+large sizes (most runs there never reach it), as at η_ref = 1e-6 in the reference study's earlier grid. Both strategies
 see the same runs (seed k of a condition at size B is the same draw in both) and are driven by the
 functions ``rlvr-study`` calls after each round (:func:`rlvr_study.measure.measurement`,
 :func:`rlvr_study.plan.pilots_from_fits`, :func:`rlvr_study.rounds.plan_round`):
